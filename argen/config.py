@@ -1,0 +1,124 @@
+"""Typed configuration: a YAML recipe from `argen/recipes/` plus `section.field=value` overrides.
+
+Every section forbids unknown keys, so a typo is an error that names the key instead of a
+setting that silently does nothing.
+"""
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from argen.errors import ArgenError
+from argen.models import DEFAULT_MODEL
+
+
+class Section(BaseModel):
+    """Base for config sections: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class StorageConfig(Section):
+    root: Path = Field(Path("artifacts"), description="Artifacts root; stages write under it.")
+
+
+class ModelConfig(Section):
+    base: str = Field(DEFAULT_MODEL, description="Packaged model name, local HF dir or hub id.")
+
+
+class SplitConfig(Section):
+    train: float = Field(0.7, ge=0, le=1)
+    validation: float = Field(0.1, ge=0, le=1)
+    test: float = Field(0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> "SplitConfig":
+        total = self.train + self.validation + self.test
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"split fractions must sum to 1, got {total:g}")
+        return self
+
+
+class CurateConfig(Section):
+    sources: list[Path] = Field(
+        [Path("data/scenarios")], description="Source files or directories (jsonl, csv, parquet)."
+    )
+    split: SplitConfig = SplitConfig()
+    seed: int = 13
+    near_duplicate_threshold: float = Field(
+        0.92, gt=0, le=1, description="Cosine similarity at or above which prompts are duplicates."
+    )
+    max_prompt_chars: int = Field(2000, gt=0)
+    drop_invalid: bool = Field(
+        False, description="Write invalid rows to rejects.parquet and go on, instead of stopping."
+    )
+
+
+class Config(Section):
+    """The whole pipeline's configuration."""
+
+    storage: StorageConfig = StorageConfig()
+    model: ModelConfig = ModelConfig()
+    curate: CurateConfig = CurateConfig()
+
+
+def recipe_path(recipe: str) -> Path:
+    """A recipe is a bundled name (``default``, ``gpu``...) or a path to a YAML file."""
+    path = Path(recipe)
+    if path.suffix in {".yaml", ".yml"}:
+        if not path.is_file():
+            raise ArgenError(f"recipe file {path} does not exist")
+        return path
+    bundled = resources.files("argen") / "recipes" / f"{recipe}.yaml"
+    if not bundled.is_file():
+        names = sorted(
+            p.name.removesuffix(".yaml")
+            for p in (resources.files("argen") / "recipes").iterdir()
+            if p.name.endswith(".yaml")
+        )
+        raise ArgenError(f"unknown recipe {recipe!r}; bundled recipes: {', '.join(names)}")
+    return Path(str(bundled))
+
+
+def load_config(recipe: str = "default", overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load a recipe and apply ``section.field=value`` overrides (values parsed as YAML)."""
+    path = recipe_path(recipe)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ArgenError(f"recipe {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ArgenError(f"recipe {path} must be a mapping of sections")
+    for item in overrides:
+        _apply_override(data, item)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ArgenError(f"invalid config (recipe {path}):\n{_describe(exc)}") from None
+
+
+def _apply_override(data: dict[str, Any], item: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ArgenError(f"override {item!r} must look like section.field=value")
+    *parents, leaf = key.strip().split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ArgenError(f"override {item!r}: {part!r} is not a section")
+    node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {where}: unknown key")
+        else:
+            lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
