@@ -4,7 +4,6 @@ Every section forbids unknown keys, so a typo is an error that names the key ins
 setting that silently does nothing.
 """
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from argen.errors import ArgenError
 from argen.models import DEFAULT_MODEL
+
+RECIPES_DIR = Path(__file__).parent / "recipes"
 
 
 class Section(BaseModel):
@@ -51,6 +52,12 @@ class CurateConfig(Section):
     near_duplicate_threshold: float = Field(
         0.92, gt=0, le=1, description="Cosine similarity at or above which prompts are duplicates."
     )
+    related_threshold: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Similarity at or above which prompts share a split (no leakage).",
+    )
     max_prompt_chars: int = Field(2000, gt=0)
     drop_invalid: bool = Field(
         False, description="Write invalid rows to rejects.parquet and go on, instead of stopping."
@@ -72,15 +79,11 @@ def recipe_path(recipe: str) -> Path:
         if not path.is_file():
             raise ArgenError(f"recipe file {path} does not exist")
         return path
-    bundled = resources.files("argen") / "recipes" / f"{recipe}.yaml"
+    bundled = RECIPES_DIR / f"{recipe}.yaml"
     if not bundled.is_file():
-        names = sorted(
-            p.name.removesuffix(".yaml")
-            for p in (resources.files("argen") / "recipes").iterdir()
-            if p.name.endswith(".yaml")
-        )
+        names = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
         raise ArgenError(f"unknown recipe {recipe!r}; bundled recipes: {', '.join(names)}")
-    return Path(str(bundled))
+    return bundled
 
 
 def load_config(recipe: str = "default", overrides: list[str] | tuple[str, ...] = ()) -> Config:

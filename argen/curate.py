@@ -1,0 +1,434 @@
+"""Curation: scenario sources -> validated, deduplicated, stratified train/validation/test parquets.
+
+Steps: read every source file (jsonl, csv, parquet), validate and normalize each row, drop exact
+duplicates, then near-duplicates (cosine similarity of MiniLM embeddings), group remaining
+related prompts so that no group straddles splits, and split each tier x scope x category
+stratum by the configured fractions with a seeded shuffle. Same inputs and seed, same bytes.
+"""
+
+import csv
+import io
+import json
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from argen.atomic import atomic_dir
+from argen.config import CurateConfig
+from argen.errors import ArgenError
+from argen.hashing import file_sha256, json_sha256
+from argen.schema import CATEGORIES, SCENARIO_COLUMNS, SCOPES, SOURCE_REQUIRED, SPLITS, TIERS
+from argen.version import code_version
+
+log = logging.getLogger(__name__)
+
+SOURCE_SUFFIXES = (".jsonl", ".csv", ".parquet")
+MAX_LISTED_PROBLEMS = 20
+
+
+@dataclass
+class SourceRow:
+    """One raw row and where it came from (file and 1-based line or row), for error messages."""
+
+    file: Path
+    where: str
+    data: dict
+
+
+@dataclass
+class Curated:
+    """The result of curation before it is written."""
+
+    scenarios: pd.DataFrame
+    rejects: pd.DataFrame
+    duplicates: pd.DataFrame
+    inputs: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def source_files(paths: list[Path]) -> list[Path]:
+    """Expand directories into their source files (sorted); plain files are taken as given."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in SOURCE_SUFFIXES)
+            if not found:
+                raise ArgenError(f"source directory {path} has no .jsonl, .csv or .parquet files")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ArgenError(f"source {path} does not exist")
+    return files
+
+
+def read_source(path: Path) -> list[SourceRow]:
+    """Read one source file into rows, failing with the file and line on unreadable content."""
+    if path.suffix not in SOURCE_SUFFIXES:
+        raise ArgenError(
+            f"{path}: unknown format {path.suffix or '(no suffix)'!r}; "
+            f"expected one of {', '.join(SOURCE_SUFFIXES)}"
+        )
+    if path.stat().st_size == 0:
+        raise ArgenError(f"{path}: file is empty")
+    if path.suffix == ".parquet":
+        return _read_parquet(path)
+    text = _decode_utf8(path)
+    rows = _read_jsonl(path, text) if path.suffix == ".jsonl" else _read_csv(path, text)
+    if not rows:
+        raise ArgenError(f"{path}: file has no rows")
+    return rows
+
+
+def _decode_utf8(path: Path) -> str:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ArgenError(f"{path} line {line}: invalid UTF-8 ({exc.reason})") from None
+
+
+def _read_jsonl(path: Path, text: str) -> list[SourceRow]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ArgenError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise ArgenError(f"{path} line {number}: expected a JSON object")
+        rows.append(SourceRow(path, f"line {number}", data))
+    return rows
+
+
+def _read_csv(path: Path, text: str) -> list[SourceRow]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    for data in reader:
+        data.pop(None, None)  # extra unnamed cells
+        rows.append(SourceRow(path, f"line {reader.line_num}", data))
+    return rows
+
+
+def _read_parquet(path: Path) -> list[SourceRow]:
+    try:
+        frame = pq.read_table(path).to_pandas()
+    except (pa.ArrowException, OSError) as exc:
+        raise ArgenError(f"{path}: not a readable parquet file ({exc})") from None
+    if frame.empty:
+        raise ArgenError(f"{path}: file has no rows")
+    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    return [SourceRow(path, f"row {i}", data) for i, data in enumerate(records, start=1)]
+
+
+# ---------------------------------------------------------------- validation
+
+
+def normalize_text(text: str) -> str:
+    """Unicode NFC, whitespace runs collapsed to one space, trimmed."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFC", text)).strip()
+
+
+def validate_row(row: SourceRow, max_prompt_chars: int) -> tuple[dict | None, str | None]:
+    """Return (normalized scenario, None) or (None, problem) for one source row."""
+    data = row.data
+    for name in SOURCE_REQUIRED:
+        value = data.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None, f"missing or empty {name!r}"
+    prompt = normalize_text(str(data["prompt"]))
+    if len(prompt) > max_prompt_chars:
+        return None, f"prompt has {len(prompt)} characters, over the limit of {max_prompt_chars}"
+    tier = str(data["tier"]).strip().upper()
+    scope = str(data["scope"]).strip().upper()
+    category = str(data["category"]).strip().lower()
+    for name, value, allowed in (
+        ("tier", tier, TIERS),
+        ("scope", scope, SCOPES),
+        ("category", category, CATEGORIES),
+    ):
+        if value not in allowed:
+            return None, f"unknown {name} {data[name]!r} (expected one of {', '.join(allowed)})"
+    source = data.get("source")
+    scenario = {
+        "id": str(data["id"]).strip(),
+        "prompt": prompt,
+        "tier": tier,
+        "scope": scope,
+        "category": category,
+        "source": normalize_text(str(source)) if source else row.file.stem,
+    }
+    return scenario, None
+
+
+def validate(rows: list[SourceRow], config: CurateConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Validate all rows; raise one error listing every problem unless drop_invalid is set."""
+    good, rejects, seen_ids = [], [], {}
+    for row in rows:
+        scenario, problem = validate_row(row, config.max_prompt_chars)
+        if scenario and scenario["id"] in seen_ids:
+            problem = f"duplicate id {scenario['id']!r} (first seen at {seen_ids[scenario['id']]})"
+        if problem:
+            rejects.append(
+                {
+                    "file": str(row.file),
+                    "where": row.where,
+                    "problem": problem,
+                    "row": json.dumps(row.data, ensure_ascii=False, default=str),
+                }
+            )
+            continue
+        seen_ids[scenario["id"]] = f"{row.file} {row.where}"
+        good.append(scenario)
+    if rejects and not config.drop_invalid:
+        listed = [f"  {r['file']} {r['where']}: {r['problem']}" for r in rejects]
+        more = len(listed) - MAX_LISTED_PROBLEMS
+        text = "\n".join(listed[:MAX_LISTED_PROBLEMS]) + (
+            f"\n  ... and {more} more" if more > 0 else ""
+        )
+        raise ArgenError(
+            f"{len(rejects)} invalid scenario row(s); fix them or set "
+            f"curate.drop_invalid=true:\n{text}"
+        )
+    reject_frame = pd.DataFrame(rejects, columns=["file", "where", "problem", "row"])
+    return pd.DataFrame(good, columns=list(SCENARIO_COLUMNS[:-1])), reject_frame
+
+
+# ---------------------------------------------------------------- dedupe
+
+
+def _exact_key(prompt: str) -> str:
+    return re.sub(r"[^\w]+", " ", prompt.casefold()).strip()
+
+
+def drop_exact_duplicates(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[dict]]:
+    """Drop prompts equal to an earlier one up to case, punctuation and spacing."""
+    keys = frame["prompt"].map(_exact_key)
+    first = {}
+    dropped = []
+    for index, key in keys.items():
+        if key in first:
+            dropped.append(
+                {
+                    "id": frame.at[index, "id"],
+                    "duplicate_of": first[key],
+                    "kind": "exact",
+                    "similarity": 1.0,
+                }
+            )
+        else:
+            first[key] = frame.at[index, "id"]
+    keep = ~keys.duplicated()
+    return frame[keep].reset_index(drop=True), dropped
+
+
+def drop_near_duplicates(
+    frame: pd.DataFrame, similarity: np.ndarray, threshold: float
+) -> tuple[pd.DataFrame, np.ndarray, list[dict]]:
+    """Drop each prompt whose cosine similarity to an earlier kept prompt reaches `threshold`."""
+    kept: list[int] = []
+    dropped = []
+    for i in range(len(frame)):
+        if kept:
+            best = int(np.argmax(similarity[i, kept]))
+            if similarity[i, kept[best]] >= threshold:
+                dropped.append(
+                    {
+                        "id": frame.at[i, "id"],
+                        "duplicate_of": frame.at[kept[best], "id"],
+                        "kind": "near",
+                        "similarity": round(float(similarity[i, kept[best]]), 4),
+                    }
+                )
+                continue
+        kept.append(i)
+    return frame.iloc[kept].reset_index(drop=True), similarity[np.ix_(kept, kept)], dropped
+
+
+def relatedgroup_s(similarity: np.ndarray, threshold: float) -> np.ndarray:
+    """Connected components of the graph 'similarity >= threshold': one group id per row."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    adjacency = csr_matrix(similarity >= threshold)
+    _, labels = connected_components(adjacency, directed=False)
+    return labels
+
+
+# ---------------------------------------------------------------- split
+
+
+def stratum_quotas(
+    n: int, fractions: dict[str, float], deficit: dict[str, float]
+) -> dict[str, int]:
+    """Largest-remainder item counts per split for one stratum: each within one of n * fraction.
+
+    Leftover items go to the splits furthest behind their overall target (`deficit`), so that
+    rounding in many small strata does not pile up in one split.
+    """
+    exact = {s: n * fractions[s] for s in SPLITS}
+    quota = {s: int(np.floor(exact[s] + 1e-9)) for s in SPLITS}
+    leftover = n - sum(quota.values())
+    order = sorted(
+        SPLITS, key=lambda s: (-(exact[s] - quota[s] > 1e-9), -deficit[s], SPLITS.index(s))
+    )
+    for s in order[:leftover]:
+        quota[s] += 1
+    return quota
+
+
+def assign_splits(
+    frame: pd.DataFrame, groups: np.ndarray, fractions: dict[str, float], seed: int
+) -> pd.Series:
+    """Seeded, stratified split by tier x scope x category; a related group stays in one split."""
+    frame = frame.assign(group_=groups)
+    first_ofgroup_ = frame.sort_values("id").groupby("group_", sort=True).head(1)
+    group_stratum = {
+        row.group_: (row.tier, row.scope, row.category) for row in first_ofgroup_.itertuples()
+    }
+    group_size = frame.groupby("group_").size().to_dict()
+    group_min_id = frame.groupby("group_")["id"].min().to_dict()
+    rng = np.random.default_rng(seed)
+    assigned_total = dict.fromkeys(SPLITS, 0)
+    seen_total = 0
+    split_ofgroup_: dict[int, str] = {}
+    for stratum in sorted(set(group_stratum.values())):
+        members = sorted(
+            (g for g, s in group_stratum.items() if s == stratum), key=group_min_id.get
+        )
+        members = [members[i] for i in rng.permutation(len(members))]
+        n = sum(group_size[g] for g in members)
+        seen_total += n
+        deficit = {s: (seen_total * fractions[s]) - assigned_total[s] for s in SPLITS}
+        remaining = stratum_quotas(n, fractions, deficit)
+        for g in sorted(members, key=lambda g: -group_size[g]):
+            split = max(SPLITS, key=lambda s: (remaining[s], -SPLITS.index(s)))
+            split_ofgroup_[g] = split
+            remaining[split] -= group_size[g]
+            assigned_total[split] += group_size[g]
+    return frame["group_"].map(split_ofgroup_).rename("split")
+
+
+# ---------------------------------------------------------------- the stage
+
+
+def curate_frames(config: CurateConfig) -> Curated:
+    """Run every curation step in memory; raises ArgenError on bad input before any writing."""
+    from argen.embeddings import embed
+
+    files = source_files(config.sources)
+    rows = [row for path in files for row in read_source(path)]
+    scenarios, rejects = validate(rows, config)
+    if scenarios.empty:
+        raise ArgenError(f"no valid scenarios in {', '.join(map(str, files))}")
+    scenarios, exact = drop_exact_duplicates(scenarios)
+    vectors = embed(scenarios["prompt"].tolist())
+    similarity = vectors @ vectors.T
+    scenarios, similarity, near = drop_near_duplicates(
+        scenarios, similarity, config.near_duplicate_threshold
+    )
+    groups = relatedgroup_s(similarity, config.related_threshold)
+    fractions = config.split.model_dump()
+    scenarios["split"] = assign_splits(scenarios, groups, fractions, config.seed).to_numpy()
+    scenarios = scenarios.sort_values(["split", "id"], key=_split_order).reset_index(drop=True)
+    duplicates = pd.DataFrame(exact + near, columns=["id", "duplicate_of", "kind", "similarity"])
+    inputs = {str(path): file_sha256(path) for path in files}
+    return Curated(scenarios[list(SCENARIO_COLUMNS)], rejects, duplicates, inputs)
+
+
+def _split_order(column: pd.Series) -> pd.Series:
+    return column.map(SPLITS.index) if column.name == "split" else column
+
+
+def curate_key(config: CurateConfig) -> str:
+    """Content key of a curation run: source file hashes, the config section, the code version."""
+    inputs = {str(p): file_sha256(p) for p in source_files(config.sources)}
+    return json_sha256(
+        {"inputs": inputs, "config": config.model_dump(mode="json"), "code": code_version()}
+    )[:16]
+
+
+def curate(config: CurateConfig, out_dir: Path) -> Path:
+    """Curate into `out_dir` (replaced atomically): split parquets, manifest, data card."""
+    curated = curate_frames(config)
+    with atomic_dir(out_dir) as tmp:
+        outputs = {}
+        for split in SPLITS:
+            part = curated.scenarios[curated.scenarios["split"] == split].reset_index(drop=True)
+            outputs[f"{split}.parquet"] = write_parquet(part, tmp / f"{split}.parquet")
+        outputs["duplicates.parquet"] = write_parquet(
+            curated.duplicates, tmp / "duplicates.parquet"
+        )
+        if not curated.rejects.empty:
+            outputs["rejects.parquet"] = write_parquet(curated.rejects, tmp / "rejects.parquet")
+        (tmp / "datacard.md").write_text(data_card(curated))
+        manifest = {
+            "stage": "curate",
+            "code_version": code_version(),
+            "inputs": curated.inputs,
+            "config": config.model_dump(mode="json"),
+            "counts": counts(curated),
+            "outputs": outputs,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    log.info("curated %d scenarios into %s", len(curated.scenarios), out_dir)
+    return out_dir
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> str:
+    """Write a frame deterministically (no index) and return the file's sha256."""
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return file_sha256(path)
+
+
+def counts(curated: Curated) -> dict:
+    """Row counts per split and per split x tier / scope / category, plus what was dropped."""
+    frame = curated.scenarios
+    result: dict = {"total": len(frame), "rejected": len(curated.rejects)}
+    result["duplicates"] = curated.duplicates["kind"].value_counts().sort_index().to_dict()
+    result["split"] = frame["split"].value_counts().reindex(SPLITS, fill_value=0).to_dict()
+    for column in ("tier", "scope", "category"):
+        table = pd.crosstab(frame[column], frame["split"]).reindex(
+            columns=list(SPLITS), fill_value=0
+        )
+        result[column] = {k: {s: int(v) for s, v in row.items()} for k, row in table.iterrows()}
+    return result
+
+
+def data_card(curated: Curated) -> str:
+    """A short markdown card: what is in each split and what was dropped, and why."""
+    frame = curated.scenarios
+    lines = [
+        "# Curated scenarios",
+        "",
+        f"{len(frame)} scenarios from {len(curated.inputs)} source file(s).",
+        "",
+    ]
+    sizes = frame["split"].value_counts().reindex(SPLITS, fill_value=0)
+    lines += ["## Splits", "", sizes.to_frame("scenarios").to_markdown(), ""]
+    for column in ("tier", "scope", "category"):
+        table = pd.crosstab(frame[column], frame["split"], margins=True, margins_name="total")
+        lines += [f"## By {column}", "", table.to_markdown(), ""]
+    dup = curated.duplicates
+    lines += [
+        "## Dropped",
+        "",
+        f"- exact duplicates: {int((dup['kind'] == 'exact').sum())}",
+        f"- near duplicates: {int((dup['kind'] == 'near').sum())}",
+        f"- invalid rows: {len(curated.rejects)} (see rejects.parquet)",
+        "",
+    ]
+    lines += ["## Sources", ""] + [f"- `{p}` sha256 `{h[:16]}`" for p, h in curated.inputs.items()]
+    return "\n".join(lines) + "\n"

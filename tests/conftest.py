@@ -1,0 +1,33 @@
+"""Shared fixtures: the packaged default model (prepared once) and tiny scenario sources."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from argen.models import DEFAULT_MODEL, resolve_model
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> Path:
+    """The real SmolLM2-135M-Instruct, dequantized once into the user's ArGen cache."""
+    return resolve_model(DEFAULT_MODEL)
+
+
+def scenario(id_: str, prompt: str, tier="C", scope="S0", category="clinical", **extra) -> dict:
+    """One source row with sensible defaults."""
+    return {
+        "id": id_,
+        "prompt": prompt,
+        "tier": tier,
+        "scope": scope,
+        "category": category,
+        **extra,
+    }
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
