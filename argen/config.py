@@ -5,7 +5,7 @@ setting that silently does nothing.
 """
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -64,12 +64,45 @@ class CurateConfig(Section):
     )
 
 
+class WeightsConfig(Section):
+    ahimsa: float = Field(0.3, ge=0)
+    dharma: float = Field(0.4, ge=0)
+    helpfulness: float = Field(0.3, ge=0)
+
+    @model_validator(mode="after")
+    def _not_all_zero(self) -> "WeightsConfig":
+        if self.ahimsa + self.dharma + self.helpfulness <= 0:
+            raise ValueError("at least one weight must be positive")
+        return self
+
+
+class JudgeConfig(Section):
+    backend: Literal["local", "openai"] = "local"
+    model: str = Field("gpt-4o-mini", description="Judge model name (openai backend).")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint; None: OpenAI.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable with the key.")
+    mode: Literal["per_dimension", "combined"] = Field(
+        "per_dimension", description="One request per dimension, or one for all three."
+    )
+    response_format: Literal["json_schema", "json_object"] = "json_schema"
+    concurrency: int = Field(16, ge=1)
+    requests_per_minute: float | None = Field(None, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="Retries of 429, 5xx, timeouts (the client's).")
+    invalid_retries: int = Field(2, ge=0, description="Re-asks after invalid JSON or fields.")
+    seed: int = 0
+    max_failure_rate: float = Field(0.05, ge=0, le=1)
+    cache: bool = Field(True, description="Persist judgements under the artifacts root.")
+    weights: WeightsConfig = WeightsConfig()
+
+
 class Config(Section):
     """The whole pipeline's configuration."""
 
     storage: StorageConfig = StorageConfig()
     model: ModelConfig = ModelConfig()
     curate: CurateConfig = CurateConfig()
+    judge: JudgeConfig = JudgeConfig()
 
 
 def recipe_path(recipe: str) -> Path:

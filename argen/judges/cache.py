@@ -1,0 +1,70 @@
+"""A persistent judgement cache in SQLite: re-scoring the same items costs no request.
+
+Keys hash everything that can change a judgement: backend, model, base URL, rubric version,
+request parameters, prompt and response. Only successful judgements are stored. WAL mode and a
+busy timeout make it safe for several processes writing at once.
+"""
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from contextlib import closing
+from pathlib import Path
+
+from argen.hashing import json_sha256
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS judgements (
+    key TEXT PRIMARY KEY,
+    judge TEXT NOT NULL,
+    raw TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def cache_key(identity: Mapping, prompt: str, response: str) -> str:
+    """The key of one judgement: the judge's identity plus the exact texts."""
+    return json_sha256({"judge": dict(identity), "prompt": prompt, "response": response})
+
+
+class JudgementCache:
+    """Raw judge fields by cache key, in one SQLite file."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60, isolation_level=None)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, dict]:
+        """The cached raw judgements among `keys`."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, dict] = {}
+        with closing(self._connect()) as db:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = db.execute(f"SELECT key, raw FROM judgements WHERE key IN ({marks})", chunk)
+                found.update((key, json.loads(raw)) for key, raw in rows)
+        return found
+
+    def put_many(self, judge: str, entries: Mapping[str, Mapping]) -> None:
+        """Store successful raw judgements (one transaction)."""
+        if not entries:
+            return
+        now = time.time()
+        rows = [(k, judge, json.dumps(dict(v), sort_keys=True), now) for k, v in entries.items()]
+        with closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?)", rows)
+            db.execute("COMMIT")
+
+    def __len__(self) -> int:
+        with closing(self._connect()) as db:
+            return db.execute("SELECT COUNT(*) FROM judgements").fetchone()[0]

@@ -1,0 +1,54 @@
+"""Build the configured judge and score items with it: the entry point stages use."""
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from argen.config import Config, JudgeConfig
+from argen.errors import ArgenError
+from argen.judges.base import Backend, JudgeItem, failure_rate, score_items
+from argen.judges.cache import JudgementCache
+
+log = logging.getLogger(__name__)
+
+
+def make_backend(config: JudgeConfig) -> Backend:
+    """The backend named by ``judge.backend``."""
+    if config.backend == "local":
+        from argen.judges.local import LocalJudge
+
+        return LocalJudge()
+    if config.backend == "openai":
+        from argen.judges.openai import OpenAIJudge
+
+        return OpenAIJudge(config)
+    raise ArgenError(f"unknown judge backend {config.backend!r} (expected local or openai)")
+
+
+def open_cache(config: Config) -> JudgementCache | None:
+    """The persistent judgement cache under the artifacts root (None when turned off)."""
+    if not config.judge.cache:
+        return None
+    return JudgementCache(config.storage.root / "judge_cache.sqlite")
+
+
+def judge_items(config: Config, items: Sequence[JudgeItem], what: str = "items") -> list[dict]:
+    """Score `items` with the configured judge; fail loudly past ``judge.max_failure_rate``."""
+    backend = make_backend(config.judge)
+    weights = config.judge.weights.model_dump()
+    rows = asyncio.run(score_items(backend, items, weights, open_cache(config)))
+    check_failure_rate(rows, config.judge.max_failure_rate, what)
+    return rows
+
+
+def check_failure_rate(rows: Sequence[dict], limit: float, what: str) -> None:
+    """Raise when more than `limit` of the judgements failed, quoting the first error."""
+    rate = failure_rate(rows)
+    if rate > limit:
+        first = next(r["judge_error"] for r in rows if not r["judge_ok"])
+        raise ArgenError(
+            f"judging {what} failed for {rate:.1%} of {len(rows)} items, over the limit of "
+            f"{limit:.1%} (judge.max_failure_rate); first error: {first}"
+        )
+    if rate:
+        log.warning("judging %s: %.1f%% of judgements failed (excluded)", what, 100 * rate)

@@ -1,0 +1,92 @@
+"""TRL reward functions for Ahimsa, Dharma and Helpfulness that share one judging pass.
+
+TRL calls each reward function with the same batch; the three functions here await one shared
+judging task per batch, so each completion is judged once, not three times. A failed judgement
+gives ``None`` (TRL skips it) and is counted in the ``judge_failures`` metric.
+
+>>> rewards = JudgeRewards(LocalJudge())
+>>> funcs = rewards.functions()   # [ahimsa, dharma, helpfulness], pass as reward_funcs
+"""
+
+import asyncio
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from argen.hashing import json_sha256
+from argen.judges import rubric
+from argen.judges.base import Backend, JudgeItem, score_items
+from argen.judges.cache import JudgementCache
+
+
+def completion_text(completion) -> str:
+    """The assistant's text from a TRL completion (chat messages or a plain string)."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+
+
+def prompt_text(prompt) -> str:
+    """The user's message from a TRL prompt (the last user turn, or a plain string)."""
+    if isinstance(prompt, str):
+        return prompt
+    return next(m["content"] for m in reversed(prompt) if m.get("role") == "user")
+
+
+class JudgeRewards:
+    """Three TRL-compatible async reward functions over one judge backend."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        weights: Mapping[str, float] = rubric.DEFAULT_WEIGHTS,
+        cache: JudgementCache | None = None,
+    ):
+        self.backend = backend
+        self.weights = dict(weights)
+        self.cache = cache
+        self.judged = 0
+        self.failures = 0
+        self._batch: tuple[str, asyncio.Task] | None = None
+
+    def functions(self) -> list[Callable]:
+        """The reward functions, named after their dimension (TRL logs ``rewards/<name>``)."""
+        return [self._reward_for(d) for d in rubric.DIMENSIONS]
+
+    def _reward_for(self, dimension: str) -> Callable:
+        async def reward(prompts, completions, tier, scope, id=None, log_metric=None, **_):
+            rows = await self._judge_batch(prompts, completions, tier, scope, id)
+            if log_metric is not None and dimension == rubric.DIMENSIONS[0]:
+                log_metric("judge_failures", sum(not r["judge_ok"] for r in rows))
+            return [None if _missing(r[dimension]) else float(r[dimension]) for r in rows]
+
+        reward.__name__ = reward.__qualname__ = dimension
+        reward.__doc__ = f"{dimension} score in [0, 1] from the shared judgement of this batch."
+        return reward
+
+    async def _judge_batch(self, prompts, completions, tier, scope, ids) -> list[dict]:
+        """Judge a batch once, however many reward functions ask for it."""
+        items = [
+            JudgeItem(
+                id=str(ids[i]) if ids is not None else str(i),
+                prompt=prompt_text(p),
+                response=completion_text(c),
+                tier=tier[i],
+                scope=scope[i],
+            )
+            for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
+        ]
+        key = json_sha256([(it.prompt, it.response, it.tier, it.scope) for it in items])
+        if self._batch is None or self._batch[0] != key:
+            task = asyncio.ensure_future(self._score(items))
+            self._batch = (key, task)
+        return await self._batch[1]
+
+    async def _score(self, items: Sequence[JudgeItem]) -> list[dict]:
+        rows = await score_items(self.backend, items, self.weights, self.cache)
+        self.judged += len(rows)
+        self.failures += sum(not r["judge_ok"] for r in rows)
+        return rows
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
