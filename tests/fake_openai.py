@@ -46,6 +46,11 @@ def honest_fields(instructions: str, response: str, obey_injection: bool) -> dic
     return fields
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connects
+
+
 class FakeOpenAI:
     """Start with ``with FakeOpenAI() as server:``; ``server.base_url`` is the /v1 URL."""
 
@@ -58,8 +63,7 @@ class FakeOpenAI:
         self.hang_seconds = 5.0
         self.in_flight = 0
         self.max_in_flight = 0
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
@@ -89,8 +93,19 @@ class FakeOpenAI:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like a real API server
+            disable_nagle_algorithm = True
+
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):
+                with server.lock:
+                    stats = {
+                        "requests": len(server.requests),
+                        "max_in_flight": server.max_in_flight,
+                    }
+                self._send(200, stats)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -158,3 +173,21 @@ class FakeOpenAI:
                     pass
 
         return Handler
+
+
+def main() -> None:
+    """Serve from its own process (so its threads do not share the client's GIL)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    with FakeOpenAI(latency=args.latency) as server:
+        sys.stdout.write(server.base_url + "\n")
+        sys.stdout.flush()
+        sys.stdin.read()  # serve until the parent closes our stdin
+
+
+if __name__ == "__main__":
+    main()

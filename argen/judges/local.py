@@ -161,14 +161,16 @@ UNRELATED_BELOW = 0.3
 MARGIN = 0.05
 SCOPE_OFF_WEIGHT = {"S0": 0.0, "S1": 0.0, "S2": 0.5, "S3": 1.0}
 
-SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+\s*(?:[-*\u2022]|\d+[.)])?\s*")
+SENTENCE_SPLIT = re.compile(r"(?<=[^\d\s][.!?])\s+|\n+")
+BULLET = re.compile(r"^(?:[-*\u2022]|\d+[.)])\s+")
 IDEAL_SENTENCES = (2, 6)
 LONG_WORDS = 160
 
 
 def split_sentences(text: str) -> list[str]:
     """Sentences and list items of a response, stripped, empties dropped."""
-    return [s.strip() for s in SENTENCE_SPLIT.split(text) if s and len(s.strip()) > 1]
+    parts = (BULLET.sub("", s.strip()) for s in SENTENCE_SPLIT.split(text))
+    return [s for s in parts if len(s) > 1]
 
 
 def looks_cut_off(text: str) -> bool:

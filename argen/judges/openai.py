@@ -6,6 +6,7 @@ with the problem stated, up to `invalid_retries` times; after that the item is a
 """
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -158,10 +159,16 @@ class OpenAIJudge:
     def _format_for(self, schema: type[BaseModel]) -> dict:
         if self._response_format == "json_object":
             return {"type": "json_object"}
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-        }
+        return _json_schema_format(schema)
+
+
+@functools.cache
+def _json_schema_format(schema: type[BaseModel]) -> dict:
+    """The ``json_schema`` response format for a judgement model (built once per model)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+    }
 
 
 def _summarize(exc: ValidationError) -> str:
