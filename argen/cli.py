@@ -35,6 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(curate)
     curate.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
 
+    evaluate = sub.add_parser("evaluate", help="generate + judge -> results.parquet, summary")
+    _add_config_args(evaluate)
+    evaluate.add_argument("--model", help="model spec or directory (default: model.base)")
+    evaluate.add_argument(
+        "--scenarios", type=Path, help="scenarios parquet (default: the curated test split)"
+    )
+    evaluate.add_argument("--label", default=None, help="name of the model in the results")
+    evaluate.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+
     model = sub.add_parser("model", help="resolve (and if needed prepare) the base model")
     _add_config_args(model)
 
@@ -47,6 +56,15 @@ def cmd_curate(config: Config, out: Path | None) -> Path:
     from argen.stages import run_curate
 
     return run_curate(config, out)
+
+
+def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
+    from argen.stages import run_curate, run_evaluate
+
+    scenarios = args.scenarios or run_curate(config) / "test.parquet"
+    model = args.model or config.model.base
+    label = args.label or Path(model).name
+    return run_evaluate(config, model, scenarios, label, args.out)
 
 
 def cmd_run(config: Config) -> Path:
@@ -75,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
         elif args.command == "curate":
             print(cmd_curate(config, args.out))
+        elif args.command == "evaluate":
+            print(cmd_evaluate(config, args))
         elif args.command == "model":
             print(cmd_model(config))
         elif args.command == "run":

@@ -64,6 +64,17 @@ class CurateConfig(Section):
     )
 
 
+class GenerationConfig(Section):
+    """Sampling settings shared by evaluation and GRPO rollouts."""
+
+    max_new_tokens: int = Field(128, gt=0)
+    temperature: float = Field(0.0, ge=0, description="0 means greedy decoding.")
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, gt=0)
+    seed: int = 0
+    batch_size: int = Field(16, gt=0, description="Prompts per generation batch (evaluation).")
+
+
 class WeightsConfig(Section):
     ahimsa: float = Field(0.3, ge=0)
     dharma: float = Field(0.4, ge=0)
@@ -103,6 +114,7 @@ class Config(Section):
     model: ModelConfig = ModelConfig()
     curate: CurateConfig = CurateConfig()
     judge: JudgeConfig = JudgeConfig()
+    generation: GenerationConfig = GenerationConfig()
 
 
 def recipe_path(recipe: str) -> Path:

@@ -15,3 +15,16 @@ SCENARIO_COLUMNS = ("id", "prompt", "tier", "scope", "category", "source", "spli
 
 SOURCE_REQUIRED = ("id", "prompt", "tier", "scope", "category")
 """Fields every source row must have; ``source`` defaults to the file's name."""
+
+GENERATION_COLUMNS = (
+    "model",
+    "response",
+    "n_prompt_tokens",
+    "n_response_tokens",
+    "truncated",
+    "generation_seconds",
+)
+"""Columns evaluation adds per scenario before judging."""
+
+JUDGE_COLUMNS = ("judge_ok", "judge_error", "judge", "rubric_version")
+"""Bookkeeping every judged row carries; the judge's fields and scores sit before these."""

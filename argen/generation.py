@@ -1,0 +1,127 @@
+"""Batched generation with a Hugging Face causal LM: left padding, length-sorted batches,
+seeded sampling or greedy decoding, stopping at EOS; per item tokens, truncation and time."""
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from argen.config import GenerationConfig
+from argen.errors import ArgenError
+from argen.prompting import chat_messages, sampling_kwargs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One response and what it cost."""
+
+    response: str
+    n_prompt_tokens: int
+    n_response_tokens: int
+    truncated: bool
+    """Stopped at max_new_tokens without an end-of-sequence token."""
+    seconds: float
+    """This item's share of its batch's wall time."""
+
+
+def pick_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_model(model_dir: Path, device: torch.device | None = None):
+    """Model (bf16 on a GPU, float32 on CPU, eval mode) and a left-padding tokenizer."""
+    device = device or pick_device()
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise ArgenError(f"cannot load model from {model_dir}: {exc}") from exc
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(device).eval(), tokenizer
+
+
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
+    """Token ids of each prompt in chat form, ending with the assistant turn's opening."""
+    return [
+        tokenizer.apply_chat_template(
+            chat_messages(p), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        for p in prompts
+    ]
+
+
+def generate(
+    model,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    settings: GenerationConfig,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[Generated]:
+    """Generate one response per prompt, in the prompts' order.
+
+    Prompts are batched by length (less padding); each batch is seeded from `settings.seed` and
+    its position, so the same settings give the same responses.
+    """
+    encoded = encode_prompts(tokenizer, prompts)
+    order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
+    results: list[Generated | None] = [None] * len(prompts)
+    eos_ids = _eos_ids(tokenizer, model)
+    for number, start in enumerate(range(0, len(order), settings.batch_size)):
+        batch = order[start : start + settings.batch_size]
+        torch.manual_seed(settings.seed + number)
+        for index, item in zip(
+            batch,
+            _generate_batch(model, tokenizer, [encoded[i] for i in batch], settings, eos_ids),
+            strict=True,
+        ):
+            results[index] = item
+        if on_batch:
+            on_batch(len(batch))
+    return results  # type: ignore[return-value]
+
+
+def _eos_ids(tokenizer, model) -> set[int]:
+    ids = model.generation_config.eos_token_id
+    ids = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+    return ids | {tokenizer.eos_token_id}
+
+
+@torch.inference_mode()
+def _generate_batch(
+    model, tokenizer, batch: list[list[int]], settings: GenerationConfig, eos_ids: set[int]
+) -> list[Generated]:
+    start = time.perf_counter()
+    padded = tokenizer.pad({"input_ids": batch}, return_tensors="pt", padding=True)
+    padded = {k: v.to(model.device) for k, v in padded.items()}
+    output = model.generate(
+        **padded,
+        max_new_tokens=settings.max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=sorted(eos_ids),
+        **sampling_kwargs(settings),
+    )
+    new_tokens = output[:, padded["input_ids"].shape[1] :].tolist()
+    share = (time.perf_counter() - start) / len(batch)
+    results = []
+    for prompt_ids, tokens in zip(batch, new_tokens, strict=True):
+        end = next((i for i, t in enumerate(tokens) if t in eos_ids), None)
+        body = tokens if end is None else tokens[:end]
+        results.append(
+            Generated(
+                response=tokenizer.decode(body, skip_special_tokens=True).strip(),
+                n_prompt_tokens=len(prompt_ids),
+                n_response_tokens=len(body),
+                truncated=end is None and len(tokens) >= settings.max_new_tokens,
+                seconds=share,
+            )
+        )
+    return results
