@@ -44,6 +44,22 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--label", default=None, help="name of the model in the results")
     evaluate.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
 
+    train = sub.add_parser("train", help="GRPO + LoRA on the train split -> adapter directory")
+    _add_config_args(train)
+    train.add_argument("--model", help="base model spec or directory (default: model.base)")
+    train.add_argument(
+        "--scenarios",
+        type=Path,
+        help="curated directory with train/validation.parquet (default: curate)",
+    )
+    train.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+
+    merge = sub.add_parser("merge", help="adapter + base -> standalone merged model directory")
+    _add_config_args(merge)
+    merge.add_argument("adapter", type=Path, help="adapter directory from argen train")
+    merge.add_argument("--model", help="base model spec or directory (default: model.base)")
+    merge.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+
     model = sub.add_parser("model", help="resolve (and if needed prepare) the base model")
     _add_config_args(model)
 
@@ -67,10 +83,29 @@ def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
     return run_evaluate(config, model, scenarios, label, args.out)
 
 
+def cmd_train(config: Config, args: argparse.Namespace) -> Path:
+    from argen.stages import run_curate, run_train
+
+    curated = args.scenarios or run_curate(config)
+    model = args.model or config.model.base
+    return run_train(
+        config, model, curated / "train.parquet", curated / "validation.parquet", args.out
+    )
+
+
+def cmd_merge(config: Config, args: argparse.Namespace) -> Path:
+    from argen.stages import run_merge
+
+    return run_merge(config, args.model or config.model.base, args.adapter, args.out)
+
+
 def cmd_run(config: Config) -> Path:
     from argen.stages import run_pipeline
 
-    return run_pipeline(config)
+    outputs = run_pipeline(config)
+    for stage, path in outputs.items():
+        log.info("%s: %s", stage, path)
+    return list(outputs.values())[-1]
 
 
 def cmd_model(config: Config) -> Path:
@@ -95,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             print(cmd_curate(config, args.out))
         elif args.command == "evaluate":
             print(cmd_evaluate(config, args))
+        elif args.command == "train":
+            print(cmd_train(config, args))
+        elif args.command == "merge":
+            print(cmd_merge(config, args))
         elif args.command == "model":
             print(cmd_model(config))
         elif args.command == "run":

@@ -107,6 +107,50 @@ class JudgeConfig(Section):
     weights: WeightsConfig = WeightsConfig()
 
 
+class LoraConfig(Section):
+    r: int = Field(16, gt=0)
+    alpha: int = Field(32, gt=0)
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+class TrainConfig(Section):
+    """GRPO (TRL) with a LoRA adapter. GRPO has no value model and no discount factor."""
+
+    num_generations: int = Field(4, ge=2, description="Completions per prompt (the group).")
+    prompts_per_step: int = Field(4, gt=0, description="Distinct prompts per optimizer step.")
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    max_steps: int = Field(20, description="Optimizer steps; -1 trains num_train_epochs.")
+    num_train_epochs: float = Field(1.0, gt=0)
+    learning_rate: float = Field(1e-5, gt=0)
+    warmup_steps: float = Field(
+        0, ge=0, description="Warm-up steps; a value below 1 is a fraction of all steps."
+    )
+    max_grad_norm: float = Field(1.0, gt=0)
+    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 needs no reference model.")
+    epsilon: float = Field(0.2, gt=0, description="Clip range of the policy ratio.")
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0, description="0 turns top-k filtering off.")
+    max_completion_length: int = Field(64, gt=0)
+    lora: LoraConfig = LoraConfig()
+    seed: int = 0
+    gradient_checkpointing: bool = False
+    logging_steps: int = Field(1, gt=0)
+    save_steps: int = Field(10, gt=0, description="Checkpoint interval (optimizer steps).")
+    validation_steps: int = Field(10, gt=0, description="Score the validation split this often.")
+    validation_prompts: int | None = Field(
+        32, gt=0, description="Validation prompts scored each time (None: all)."
+    )
+    select: Literal["best", "last"] = Field(
+        "best", description="Keep the adapter with the best validation score, or the last."
+    )
+    wandb_mode: Literal["offline", "online", "disabled"] = "offline"
+    wandb_project: str = "argen"
+
+
 class Config(Section):
     """The whole pipeline's configuration."""
 
@@ -115,6 +159,7 @@ class Config(Section):
     curate: CurateConfig = CurateConfig()
     judge: JudgeConfig = JudgeConfig()
     generation: GenerationConfig = GenerationConfig()
+    train: TrainConfig = TrainConfig()
 
 
 def recipe_path(recipe: str) -> Path:

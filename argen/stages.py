@@ -7,7 +7,9 @@ from argen.config import Config
 from argen.curate import curate, curate_key
 from argen.evaluate import evaluate
 from argen.hashing import dir_sha256, file_sha256, json_sha256
+from argen.merge import merge
 from argen.models import resolve_model
+from argen.train import train
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,69 @@ def run_evaluate(
     return evaluate(config, model_dir, scenarios, out, label)
 
 
-def run_pipeline(config: Config) -> Path:
-    """The whole pipeline on a recipe; returns the directory of its final output."""
+def run_train(
+    config: Config,
+    model: str,
+    train_split: Path,
+    validation_split: Path,
+    out: Path | None = None,
+    callbacks=(),
+) -> Path:
+    """Train an adapter into `out` or a keyed directory (reused when complete, resumed when
+    an earlier run with the same key stopped part-way)."""
+    model_dir = resolve_model(model)
+    if out is None:
+        key = json_sha256(
+            {
+                "model": dir_sha256(model_dir),
+                "train": file_sha256(train_split) if train_split.is_file() else str(train_split),
+                "validation": (
+                    file_sha256(validation_split)
+                    if validation_split.is_file()
+                    else str(validation_split)
+                ),
+                "train_config": config.train.model_dump(mode="json"),
+                "generation": config.generation.model_dump(mode="json"),
+                "judge": config.judge.model_dump(mode="json"),
+                "code": code_version(),
+            }
+        )[:16]
+        out = stage_dir(config, "train", key)
+        if (out / "manifest.json").is_file():
+            log.info("training is up to date: %s", out)
+            return out
+    return train(config, model_dir, train_split, validation_split, out, callbacks)
+
+
+def run_merge(config: Config, model: str, adapter: Path, out: Path | None = None) -> Path:
+    """Merge `adapter` into the base `model`, into `out` or a keyed directory."""
+    model_dir = resolve_model(model)
+    if out is None:
+        adapter_hash = dir_sha256(adapter) if adapter.is_dir() else str(adapter)
+        key = json_sha256(
+            {"model": str(model_dir), "adapter": adapter_hash, "code": code_version()}
+        )[:16]
+        out = stage_dir(config, "merge", key)
+        if (out / "merge_manifest.json").is_file():
+            log.info("merge is up to date: %s", out)
+            return out
+    return merge(model_dir, adapter, out)
+
+
+def run_pipeline(config: Config) -> dict[str, Path]:
+    """The whole pipeline on a recipe; returns each stage's output directory."""
     curated = run_curate(config)
-    return run_evaluate(config, config.model.base, curated / "test.parquet", "baseline")
+    test = curated / "test.parquet"
+    baseline = run_evaluate(config, config.model.base, test, "baseline")
+    adapter = run_train(
+        config, config.model.base, curated / "train.parquet", curated / "validation.parquet"
+    )
+    merged = run_merge(config, config.model.base, adapter)
+    aligned = run_evaluate(config, str(merged), test, "aligned")
+    return {
+        "curate": curated,
+        "baseline": baseline,
+        "train": adapter,
+        "merge": merged,
+        "aligned": aligned,
+    }

@@ -1,0 +1,118 @@
+"""Periodic scoring on the validation split during training, and selection of the best adapter.
+
+Validation generates with the evaluation settings (`generation` section, greedy by default)
+and judges with the training judge, so the number that picks the adapter is the number the
+final evaluation reports, measured on prompts the test split never sees.
+"""
+
+import asyncio
+import json
+import logging
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+from transformers import TrainerCallback
+
+from argen.config import Config
+from argen.generation import generate
+from argen.judges.base import Backend, JudgeItem, score_items
+from argen.judging import open_cache
+
+log = logging.getLogger(__name__)
+
+
+class ValidationCallback(TrainerCallback):
+    """Every `train.validation_steps` steps: score validation prompts, keep the best adapter."""
+
+    def __init__(
+        self, config: Config, backend: Backend, frame: pd.DataFrame, tokenizer, best_dir: Path
+    ):
+        limit = config.train.validation_prompts
+        self.frame = frame.iloc[:limit] if limit else frame
+        self.config = config
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.best_dir = best_dir
+        self.trainer = None
+        self.history: list[dict] = []
+        self.best = self._load_best()
+
+    def _load_best(self) -> dict | None:
+        path = self.best_dir / "score.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.config.train.validation_steps == 0:
+            self.validate(model, state.global_step)
+
+    def validate(self, model, step: int) -> dict:
+        """Score the current policy; save it as the best when it beats the previous best."""
+        if self.history and self.history[-1]["step"] == step:
+            return self.history[-1]
+        was_training = model.training
+        model.eval()
+        padding_side = self.tokenizer.padding_side
+        self.tokenizer.padding_side = "left"
+        try:
+            generated = generate(
+                model, self.tokenizer, self.frame["prompt"].tolist(), self.config.generation
+            )
+        finally:
+            self.tokenizer.padding_side = padding_side
+            model.train(was_training)
+        items = [
+            JudgeItem(r.id, r.prompt, g.response, r.tier, r.scope)
+            for r, g in zip(self.frame.itertuples(), generated, strict=True)
+        ]
+        rows = asyncio.run(
+            score_items(
+                self.backend, items, self.config.judge.weights.model_dump(), open_cache(self.config)
+            )
+        )
+        scores = pd.DataFrame(rows)
+        ok = scores[scores["judge_ok"]]
+        record = {
+            "step": step,
+            "n": len(scores),
+            "judge_failures": int((~scores["judge_ok"]).sum()),
+            "truncation_rate": sum(g.truncated for g in generated) / len(generated),
+        }
+        for dim in ("ahimsa", "dharma", "helpfulness", "combined"):
+            record[dim] = float(ok[dim].mean()) if len(ok) else math.nan
+        self.history.append(record)
+        log.info("validation at step %d: combined %.4f", step, record["combined"])
+        if self.trainer is not None:
+            self.trainer.log({f"validation/{k}": v for k, v in record.items() if k != "step"})
+        if self._is_best(record):
+            self.best = record
+            model.save_pretrained(self.best_dir)
+            (self.best_dir / "score.json").write_text(json.dumps(record, indent=2))
+        torch.manual_seed(self.config.train.seed + step)  # keep rollouts independent of this
+        return record
+
+    def _is_best(self, record: dict) -> bool:
+        if math.isnan(record["combined"]):
+            return False
+        return self.best is None or record["combined"] > self.best["combined"]
+
+    def history_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            self.history,
+            columns=[
+                "step",
+                "n",
+                "judge_failures",
+                "truncation_rate",
+                "ahimsa",
+                "dharma",
+                "helpfulness",
+                "combined",
+            ],
+        )
+
+    def selected(self, rule: str) -> dict:
+        """What the kept adapter scored on validation, for the manifest."""
+        chosen = self.best if rule == "best" and self.best else (self.history or [{}])[-1]
+        return {k: chosen.get(k) for k in ("step", "combined")}
