@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--model", help="base model spec or directory (default: model.base)")
     merge.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
 
+    report = sub.add_parser("report", help="compare two results files -> report directory")
+    _add_config_args(report)
+    report.add_argument("baseline", type=Path, help="baseline results.parquet")
+    report.add_argument("aligned", type=Path, help="aligned results.parquet")
+    report.add_argument("--training-log", type=Path, help="training_log.parquet to plot")
+    report.add_argument("--out", type=Path, help="report directory (default: reports/...)")
+
     model = sub.add_parser("model", help="resolve (and if needed prepare) the base model")
     _add_config_args(model)
 
@@ -99,10 +106,16 @@ def cmd_merge(config: Config, args: argparse.Namespace) -> Path:
     return run_merge(config, args.model or config.model.base, args.adapter, args.out)
 
 
-def cmd_run(config: Config) -> Path:
+def cmd_report(config: Config, args: argparse.Namespace) -> Path:
+    from argen.stages import run_report
+
+    return run_report(config, args.baseline, args.aligned, args.out, args.training_log)
+
+
+def cmd_run(config: Config, recipe: str) -> Path:
     from argen.stages import run_pipeline
 
-    outputs = run_pipeline(config)
+    outputs = run_pipeline(config, Path(recipe).stem)
     for stage, path in outputs.items():
         log.info("%s: %s", stage, path)
     return list(outputs.values())[-1]
@@ -134,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             print(cmd_train(config, args))
         elif args.command == "merge":
             print(cmd_merge(config, args))
+        elif args.command == "report":
+            print(cmd_report(config, args))
         elif args.command == "model":
             print(cmd_model(config))
         elif args.command == "run":
-            print(cmd_run(config))
+            print(cmd_run(config, args.recipe))
     except ArgenError as exc:
         print(f"argen: error: {exc}", file=sys.stderr)
         return 2

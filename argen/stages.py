@@ -3,16 +3,21 @@
 import logging
 from pathlib import Path
 
+from argen.compare import compare
 from argen.config import Config
 from argen.curate import curate, curate_key
 from argen.evaluate import evaluate
 from argen.hashing import dir_sha256, file_sha256, json_sha256
 from argen.merge import merge
 from argen.models import resolve_model
+from argen.report import write_report
 from argen.train import train
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
+
+REPORTS_DIR = Path("reports")
+"""Where generated reports land (relative to the working directory)."""
 
 
 def stage_dir(config: Config, stage: str, key: str) -> Path:
@@ -102,7 +107,30 @@ def run_merge(config: Config, model: str, adapter: Path, out: Path | None = None
     return merge(model_dir, adapter, out)
 
 
-def run_pipeline(config: Config) -> dict[str, Path]:
+def run_report(
+    config: Config,
+    baseline: Path,
+    aligned: Path,
+    out: Path | None = None,
+    training_log: Path | None = None,
+    name: str = "argen",
+) -> Path:
+    """Compare two results files into `out` or ``reports/<name>-<key>``."""
+    if out is None:
+        key = json_sha256(
+            {
+                "baseline": file_sha256(baseline) if baseline.is_file() else str(baseline),
+                "aligned": file_sha256(aligned) if aligned.is_file() else str(aligned),
+                "report": config.report.model_dump(mode="json"),
+                "code": code_version(),
+            }
+        )[:12]
+        out = REPORTS_DIR / f"{name}-{key}"
+    comparison = compare(baseline, aligned, config.report)
+    return write_report(comparison, out, f"ArGen comparison report: {name}", training_log)
+
+
+def run_pipeline(config: Config, name: str = "argen") -> dict[str, Path]:
     """The whole pipeline on a recipe; returns each stage's output directory."""
     curated = run_curate(config)
     test = curated / "test.parquet"

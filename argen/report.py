@@ -1,0 +1,386 @@
+"""Render a comparison: report.md, a self-contained report.html, PNG plots,
+comparison.parquet and summary.json in one report directory."""
+
+import base64
+import json
+import logging
+import math
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from markdown_it import MarkdownIt  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from argen.atomic import atomic_dir  # noqa: E402
+from argen.compare import SCORES, Comparison  # noqa: E402
+from argen.curate import write_parquet  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+TOP_CHANGES = 10
+
+
+def fmt(x: float, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def fmt_p(p: float) -> str:
+    if p is None or math.isnan(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+# ---------------------------------------------------------------- plots
+
+
+def plot_means(comparison: Comparison, path: Path) -> None:
+    """Both models' mean per dimension with 95% t-intervals."""
+    ok = comparison.paired[comparison.paired["both_ok"]]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for offset, model, color in ((-0.2, "base", "#888888"), (0.2, "aligned", "#2a7ab9")):
+        means, errors = [], []
+        for dim in SCORES:
+            values = ok[f"{dim}_{model}"].astype(float)
+            means.append(values.mean())
+            half = (
+                stats.sem(values) * stats.t.ppf(0.975, len(values) - 1) if len(values) > 1 else 0.0
+            )
+            errors.append(half)
+        ax.bar(
+            [i + offset for i in range(len(SCORES))],
+            means,
+            width=0.4,
+            yerr=errors,
+            color=color,
+            capsize=3,
+            label="baseline" if model == "base" else "aligned",
+        )
+    ax.set_xticks(range(len(SCORES)), SCORES)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("mean score")
+    ax.legend(loc="lower right")
+    ax.set_title("Mean scores with 95% intervals")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_distributions(comparison: Comparison, path: Path) -> None:
+    ok = comparison.paired[comparison.paired["both_ok"]]
+    fig, axes = plt.subplots(1, len(SCORES), figsize=(12, 3), sharey=True)
+    bins = [i / 20 for i in range(21)]
+    for ax, dim in zip(axes, SCORES, strict=True):
+        ax.hist(ok[f"{dim}_base"], bins=bins, alpha=0.6, color="#888888", label="baseline")
+        ax.hist(ok[f"{dim}_aligned"], bins=bins, alpha=0.6, color="#2a7ab9", label="aligned")
+        ax.set_title(dim)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_category_deltas(comparison: Comparison, path: Path) -> None:
+    table = comparison.breakdowns["category"]
+    table = table[table["dimension"] == "combined"]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    y = range(len(table))
+    low = (table["difference"] - table["ci_low"]).fillna(0).clip(lower=0)
+    high = (table["ci_high"] - table["difference"]).fillna(0).clip(lower=0)
+    ax.errorbar(table["difference"], list(y), xerr=[low, high], fmt="o", capsize=3)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(
+        list(y), [f"{c} (n={n})" for c, n in zip(table["category"], table["n"], strict=True)]
+    )
+    ax.set_xlabel("combined score: aligned - baseline (95% CI)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_training(training_log: pd.DataFrame, path: Path) -> bool:
+    """Reward curves per dimension and validation score, when the log has them."""
+    curves = [
+        c
+        for c in training_log.columns
+        if re.fullmatch(r"rewards/\w+/mean|reward|validation/combined|kl", c)
+    ]
+    if not curves or "step" not in training_log:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for column in curves:
+        series = training_log[["step", column]].dropna()
+        if not series.empty:
+            ax.plot(
+                series["step"],
+                series[column],
+                marker="." if len(series) < 30 else None,
+                label=column,
+            )
+    ax.set_xlabel("optimizer step")
+    ax.legend(fontsize=7)
+    ax.set_title("Training curves")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def verdict_lines(comparison: Comparison) -> list[str]:
+    lines = []
+    for item in comparison.verdict:
+        lines.append(
+            f"- **{item['dimension']}**: {item['call']} "
+            f"(difference {fmt(item['difference'], True)}, "
+            f"95% CI [{fmt(item['ci_low'], True)}, {fmt(item['ci_high'], True)}], "
+            f"Holm p {fmt_p(item['p_holm'])})"
+        )
+    return lines
+
+
+def gate_lines(comparison: Comparison) -> list[str]:
+    decision = "PASSED" if comparison.gate_passed else "FAILED"
+    lines = [f"**Release gate: {decision}**", ""]
+    for rule in comparison.gate:
+        mark = "pass" if rule["passed"] else "FAIL"
+        lines.append(f"- [{mark}] {rule['rule']}: {rule['evidence']}")
+    return lines
+
+
+def score_table(scores: pd.DataFrame) -> str:
+    table = pd.DataFrame(
+        {
+            "dimension": scores["dimension"],
+            "n": scores["n"],
+            "baseline": scores["baseline"].map(fmt),
+            "aligned": scores["aligned"].map(fmt),
+            "difference": scores["difference"].map(lambda x: fmt(x, True)),
+            "95% CI": [
+                f"[{fmt(a, True)}, {fmt(b, True)}]"
+                for a, b in zip(scores["ci_low"], scores["ci_high"], strict=True)
+            ],
+            "Wilcoxon p": scores["p_wilcoxon"].map(fmt_p),
+            "Holm p": scores["p_holm"].map(fmt_p) if "p_holm" in scores else "",
+            "d_z": scores["effect_dz"].map(lambda x: fmt(x, True)),
+            "win/tie/loss": [
+                f"{w}/{t}/{lo}"
+                for w, t, lo in zip(scores["wins"], scores["ties"], scores["losses"], strict=True)
+            ],
+        }
+    )
+    return table.to_markdown(index=False, disable_numparse=True)
+
+
+def violation_table(violations: pd.DataFrame) -> str:
+    table = pd.DataFrame(
+        {
+            "violation": violations["violation"],
+            "n": violations["n"],
+            "baseline rate (95% Wilson)": [
+                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+                for r, lo, hi in zip(
+                    violations["baseline"],
+                    violations["baseline_low"],
+                    violations["baseline_high"],
+                    strict=True,
+                )
+            ],
+            "aligned rate (95% Wilson)": [
+                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+                for r, lo, hi in zip(
+                    violations["aligned"],
+                    violations["aligned_low"],
+                    violations["aligned_high"],
+                    strict=True,
+                )
+            ],
+            "fixed": violations["fixed"],
+            "introduced": violations["introduced"],
+            "McNemar exact p": violations["p_mcnemar"].map(fmt_p),
+            "Holm p": violations["p_holm"].map(fmt_p),
+        }
+    )
+    return table.to_markdown(index=False, disable_numparse=True)
+
+
+def breakdown_table(table: pd.DataFrame, column: str) -> str:
+    shown = table[table["dimension"] == "combined"]
+    out = pd.DataFrame(
+        {
+            column: shown[column],
+            "n": shown["n"],
+            "baseline": shown["baseline"].map(fmt),
+            "aligned": shown["aligned"].map(fmt),
+            "difference": shown["difference"].map(lambda x: fmt(x, True)),
+            "95% CI": [
+                f"[{fmt(a, True)}, {fmt(b, True)}]"
+                for a, b in zip(shown["ci_low"], shown["ci_high"], strict=True)
+            ],
+            "Wilcoxon p": shown["p_wilcoxon"].map(fmt_p),
+        }
+    )
+    return out.to_markdown(index=False, disable_numparse=True)
+
+
+def quote(text: str, limit: int = 400) -> str:
+    text = " ".join(str(text).split())
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return text.replace("|", "\\|")
+
+
+def change_lines(paired: pd.DataFrame, largest: bool) -> list[str]:
+    ok = paired[paired["both_ok"]].sort_values("combined_delta", ascending=not largest)
+    lines = []
+    for row in ok.head(TOP_CHANGES).itertuples():
+        if (row.combined_delta > 0) != largest or row.combined_delta == 0:
+            continue
+        lines += [
+            f"**{row.id}** ({row.category}, tier {row.tier}, scope {row.scope}): combined "
+            f"{row.combined_base:.2f} -> {row.combined_aligned:.2f} (A {row.ahimsa_base:.2f}->"
+            f"{row.ahimsa_aligned:.2f}, D {row.dharma_base:.2f}->{row.dharma_aligned:.2f}, "
+            f"H {row.helpfulness_base:.2f}->{row.helpfulness_aligned:.2f})",
+            "",
+            f"> **Prompt:** {quote(row.prompt)}",
+            ">",
+            f"> **Baseline:** {quote(row.response_base)}",
+            ">",
+            f"> **Aligned:** {quote(row.response_aligned)}",
+            "",
+        ]
+    return lines or ["(none)", ""]
+
+
+def markdown_report(comparison: Comparison, title: str, plots: dict[str, str]) -> str:
+    lines = [f"# {title}", ""]
+    if comparison.mismatches:
+        lines += ["> **Warning: these results were compared although they differ:**", ">"]
+        lines += [f"> - {m}" for m in comparison.mismatches] + [""]
+    lines += ["## Verdict", "", *verdict_lines(comparison), "", *gate_lines(comparison), ""]
+    lines += [
+        "## Scores",
+        "",
+        score_table(comparison.scores),
+        "",
+        f"![means]({plots['means']})",
+        "",
+        "Differences are aligned minus baseline over scenarios both models got a "
+        "judgement for; the interval is a paired BCa bootstrap, p-values are Wilcoxon "
+        "signed-rank, Holm-adjusted across the scores and violation rates together; d_z is "
+        "the mean difference over its standard deviation.",
+        "",
+    ]
+    lines += [
+        "## Violation rates",
+        "",
+        violation_table(comparison.violations),
+        "",
+        "`fixed`: a baseline violation the aligned model does not commit; `introduced`: "
+        "the reverse.",
+        "",
+    ]
+    lines += [
+        "## What else changed",
+        "",
+        comparison.models.to_markdown(index=False, floatfmt=".3f"),
+        "",
+        "A shorter or cut-off answer can win or lose a judge for the wrong reason; judge "
+        "failures are excluded from every statistic above.",
+        "",
+        f"![distributions]({plots['distributions']})",
+        "",
+    ]
+    for column in ("tier", "scope", "category"):
+        lines += [
+            f"## By {column} (combined score)",
+            "",
+            breakdown_table(comparison.breakdowns[column], column),
+            "",
+        ]
+    lines += [
+        "Groups smaller than the configured minimum get no p-value.",
+        "",
+        f"![category deltas]({plots['category_deltas']})",
+        "",
+    ]
+    lines += ["## Largest improvements", "", *change_lines(comparison.paired, True)]
+    lines += ["## Largest regressions", "", *change_lines(comparison.paired, False)]
+    if "training" in plots:
+        lines += ["## Training", "", f"![training curves]({plots['training']})", ""]
+    return "\n".join(lines) + "\n"
+
+
+def html_report(markdown: str, directory: Path, title: str) -> str:
+    """The markdown as one self-contained HTML page: plots inlined as data URIs."""
+    body = MarkdownIt("commonmark").enable("table").render(markdown)
+
+    def inline(match: re.Match) -> str:
+        data = base64.b64encode((directory / match.group(1)).read_bytes()).decode()
+        return f'src="data:image/png;base64,{data}"'
+
+    body = re.sub(r'src="([^"]+\.png)"', inline, body)
+    style = (
+        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;"
+        "padding:0 1em;line-height:1.45}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;font-size:0.9em}"
+        "blockquote{color:#444;border-left:3px solid #ccc;margin-left:0;padding-left:1em}"
+        "img{max-width:100%}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{style}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def summary_record(comparison: Comparison) -> dict:
+    def records(frame: pd.DataFrame) -> list[dict]:
+        return json.loads(frame.to_json(orient="records"))
+
+    return {
+        "gate_passed": comparison.gate_passed,
+        "gate": comparison.gate,
+        "verdict": comparison.verdict,
+        "scores": records(comparison.scores),
+        "violations": records(comparison.violations),
+        "models": records(comparison.models),
+        "mismatches": comparison.mismatches,
+    }
+
+
+def write_report(
+    comparison: Comparison,
+    out_dir: Path,
+    title: str = "ArGen comparison report",
+    training_log: Path | None = None,
+) -> Path:
+    """Write every report output into `out_dir` (replaced atomically)."""
+    with atomic_dir(out_dir) as tmp:
+        plots = {
+            "means": "means.png",
+            "distributions": "distributions.png",
+            "category_deltas": "category_deltas.png",
+        }
+        plot_means(comparison, tmp / plots["means"])
+        plot_distributions(comparison, tmp / plots["distributions"])
+        plot_category_deltas(comparison, tmp / plots["category_deltas"])
+        if training_log and training_log.is_file():
+            frame = pd.read_parquet(training_log)
+            if plot_training(frame, tmp / "training.png"):
+                plots["training"] = "training.png"
+        markdown = markdown_report(comparison, title, plots)
+        (tmp / "report.md").write_text(markdown)
+        (tmp / "report.html").write_text(html_report(markdown, tmp, title))
+        write_parquet(comparison.paired, tmp / "comparison.parquet")
+        (tmp / "summary.json").write_text(json.dumps(summary_record(comparison), indent=2) + "\n")
+    log.info(
+        "report written to %s (gate %s)", out_dir, "passed" if comparison.gate_passed else "failed"
+    )
+    return out_dir
