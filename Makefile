@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint format clean
+.PHONY: setup run test lint format clean server
 
 setup: $(STAMP)
 
@@ -37,3 +37,8 @@ test: lint
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache
+
+# A local Prefect server with the UI on http://127.0.0.1:4200, both pools, the deployments
+# and a worker per pool. Ctrl-C stops everything.
+server: $(STAMP)
+	$(BIN)/python -m flows.server

@@ -3,6 +3,7 @@
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from argen.config import Config, load_config
@@ -23,7 +24,7 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="argen", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="print the resolved configuration as YAML")
     _add_config_args(config)
+    for name, func in (extra or {}).items():
+        _add_config_args(sub.add_parser(name, help=(func.__doc__ or "").split("\n")[0]))
     return parser
 
 
@@ -113,12 +116,13 @@ def cmd_report(config: Config, args: argparse.Namespace) -> Path:
 
 
 def cmd_run(config: Config, recipe: str) -> Path:
+    """The pipeline without an orchestrator (the `argen` entry point swaps in the flow)."""
     from argen.stages import run_pipeline
 
     outputs = run_pipeline(config, Path(recipe).stem)
     for stage, path in outputs.items():
         log.info("%s: %s", stage, path)
-    return list(outputs.values())[-1]
+    return outputs["report"]
 
 
 def cmd_model(config: Config) -> Path:
@@ -127,8 +131,13 @@ def cmd_model(config: Config) -> Path:
     return resolve_model(config.model.base)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(
+    argv: list[str] | None = None, run: Callable = cmd_run, extra: dict[str, Callable] | None = None
+) -> int:
+    """Parse and run a command. `run` replaces `argen run`'s driver and `extra` adds commands
+    taking (config, recipe), so an orchestrator can plug in without the library knowing it."""
+    extra = extra or {}
+    args = build_parser(extra).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -151,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             print(cmd_report(config, args))
         elif args.command == "model":
             print(cmd_model(config))
+        elif args.command in extra:
+            print(extra[args.command](config, args.recipe))
         elif args.command == "run":
-            print(cmd_run(config, args.recipe))
+            print(run(config, args.recipe))
     except ArgenError as exc:
         print(f"argen: error: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,16 @@ class Section(BaseModel):
 
 class StorageConfig(Section):
     root: Path = Field(Path("artifacts"), description="Artifacts root; stages write under it.")
+    reports: Path = Field(Path("reports"), description="Where comparison reports are written.")
+
+
+class OrchestrationConfig(Section):
+    train_deployment: str | None = Field(
+        None,
+        description="Prefect deployment ('flow/deployment') that trains and merges on a GPU "
+        "work pool; None runs those steps inline.",
+    )
+    train_timeout_s: float = Field(24 * 3600, gt=0)
 
 
 class ModelConfig(Section):
@@ -201,6 +211,7 @@ class Config(Section):
     generation: GenerationConfig = GenerationConfig()
     train: TrainConfig = TrainConfig()
     report: ReportConfig = ReportConfig()
+    orchestration: OrchestrationConfig = OrchestrationConfig()
 
 
 def recipe_path(recipe: str) -> Path:

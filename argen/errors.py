@@ -3,3 +3,7 @@
 
 class ArgenError(Exception):
     """A problem with the user's input or configuration; the message names what is wrong."""
+
+
+class JudgeOutage(ArgenError):
+    """Too many judgements failed (an outage or rate limit): a fault that may pass on retry."""

@@ -5,7 +5,7 @@ import logging
 from collections.abc import Sequence
 
 from argen.config import Config, JudgeConfig
-from argen.errors import ArgenError
+from argen.errors import ArgenError, JudgeOutage
 from argen.judges.base import Backend, JudgeItem, failure_rate, score_items
 from argen.judges.cache import JudgementCache
 
@@ -46,7 +46,7 @@ def check_failure_rate(rows: Sequence[dict], limit: float, what: str) -> None:
     rate = failure_rate(rows)
     if rate > limit:
         first = next(r["judge_error"] for r in rows if not r["judge_ok"])
-        raise ArgenError(
+        raise JudgeOutage(
             f"judging {what} failed for {rate:.1%} of {len(rows)} items, over the limit of "
             f"{limit:.1%} (judge.max_failure_rate); first error: {first}"
         )

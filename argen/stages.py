@@ -1,4 +1,10 @@
-"""Stage drivers: where each stage's outputs live under the artifacts root, and the pipeline."""
+"""Stage drivers: where each stage's outputs live under the artifacts root, and the pipeline.
+
+Every stage writes under ``<root>/<stage>/<key>/`` where the key hashes the content of its
+inputs, its config section and the code version; a complete keyed output is reused, not
+recomputed. The `*_out` functions compute those directories without running anything, so an
+orchestrator can key its own caches on exactly the same content.
+"""
 
 import logging
 from pathlib import Path
@@ -16,21 +22,95 @@ from argen.version import code_version
 
 log = logging.getLogger(__name__)
 
-REPORTS_DIR = Path("reports")
-"""Where generated reports land (relative to the working directory)."""
+DONE_MARKER = {
+    "curate": "manifest.json",
+    "evaluate": "summary.json",
+    "train": "manifest.json",
+    "merge": "merge_manifest.json",
+    "report": "summary.json",
+}
+"""The file each stage writes last (inside its atomic directory): present means complete."""
 
 
-def stage_dir(config: Config, stage: str, key: str) -> Path:
-    """``<root>/<stage>/<key>``: a stage's outputs, keyed by the content of its inputs."""
+def is_complete(stage: str, out: Path) -> bool:
+    return (out / DONE_MARKER[stage]).is_file()
+
+
+def _content(path: Path) -> str:
+    """A file's or directory's content hash (the path itself if it does not exist yet)."""
+    if path.is_file():
+        return file_sha256(path)
+    if path.is_dir():
+        return dir_sha256(path)
+    return str(path)
+
+
+def _keyed(config: Config, stage: str, parts: dict) -> Path:
+    key = json_sha256({**parts, "code": code_version()})[:16]
     return config.storage.root / stage / key
+
+
+def curate_out(config: Config) -> Path:
+    return config.storage.root / "curate" / curate_key(config.curate)
+
+
+def evaluate_out(config: Config, model_dir: Path, scenarios: Path, label: str) -> Path:
+    return _keyed(
+        config,
+        "evaluate",
+        {
+            "model": _content(model_dir),
+            "scenarios": _content(scenarios),
+            "label": label,
+            "generation": config.generation.model_dump(mode="json"),
+            "judge": config.judge.model_dump(mode="json"),
+        },
+    )
+
+
+def train_out(config: Config, model_dir: Path, train_split: Path, validation_split: Path) -> Path:
+    return _keyed(
+        config,
+        "train",
+        {
+            "model": _content(model_dir),
+            "train": _content(train_split),
+            "validation": _content(validation_split),
+            "train_config": config.train.model_dump(mode="json"),
+            "generation": config.generation.model_dump(mode="json"),
+            "judge": config.judge.model_dump(mode="json"),
+        },
+    )
+
+
+def merge_out(config: Config, model_dir: Path, adapter: Path) -> Path:
+    return _keyed(config, "merge", {"model": _content(model_dir), "adapter": _content(adapter)})
+
+
+def report_out(config: Config, baseline: Path, aligned: Path, name: str) -> Path:
+    key = json_sha256(
+        {
+            "baseline": _content(baseline),
+            "aligned": _content(aligned),
+            "report": config.report.model_dump(mode="json"),
+            "code": code_version(),
+        }
+    )[:12]
+    return config.storage.reports / f"{name}-{key}"
+
+
+def _reuse(stage: str, out: Path) -> bool:
+    if is_complete(stage, out):
+        log.info("%s is up to date: %s", stage, out)
+        return True
+    return False
 
 
 def run_curate(config: Config, out: Path | None = None) -> Path:
     """Curate into `out`, or into the keyed directory (reused when already complete)."""
     if out is None:
-        out = stage_dir(config, "curate", curate_key(config.curate))
-        if (out / "manifest.json").is_file():
-            log.info("curation is up to date: %s", out)
+        out = curate_out(config)
+        if _reuse("curate", out):
             return out
     return curate(config.curate, out)
 
@@ -41,19 +121,8 @@ def run_evaluate(
     """Evaluate `model` (a spec or directory) on `scenarios`, into `out` or a keyed directory."""
     model_dir = resolve_model(model)
     if out is None:
-        key = json_sha256(
-            {
-                "model": dir_sha256(model_dir),
-                "scenarios": file_sha256(scenarios) if scenarios.is_file() else str(scenarios),
-                "generation": config.generation.model_dump(mode="json"),
-                "judge": config.judge.model_dump(mode="json"),
-                "label": label,
-                "code": code_version(),
-            }
-        )[:16]
-        out = stage_dir(config, "evaluate", key)
-        if (out / "summary.json").is_file():
-            log.info("evaluation of %s is up to date: %s", label, out)
+        out = evaluate_out(config, model_dir, scenarios, label)
+        if _reuse("evaluate", out):
             return out
     return evaluate(config, model_dir, scenarios, out, label)
 
@@ -70,24 +139,8 @@ def run_train(
     an earlier run with the same key stopped part-way)."""
     model_dir = resolve_model(model)
     if out is None:
-        key = json_sha256(
-            {
-                "model": dir_sha256(model_dir),
-                "train": file_sha256(train_split) if train_split.is_file() else str(train_split),
-                "validation": (
-                    file_sha256(validation_split)
-                    if validation_split.is_file()
-                    else str(validation_split)
-                ),
-                "train_config": config.train.model_dump(mode="json"),
-                "generation": config.generation.model_dump(mode="json"),
-                "judge": config.judge.model_dump(mode="json"),
-                "code": code_version(),
-            }
-        )[:16]
-        out = stage_dir(config, "train", key)
-        if (out / "manifest.json").is_file():
-            log.info("training is up to date: %s", out)
+        out = train_out(config, model_dir, train_split, validation_split)
+        if _reuse("train", out):
             return out
     return train(config, model_dir, train_split, validation_split, out, callbacks)
 
@@ -96,13 +149,8 @@ def run_merge(config: Config, model: str, adapter: Path, out: Path | None = None
     """Merge `adapter` into the base `model`, into `out` or a keyed directory."""
     model_dir = resolve_model(model)
     if out is None:
-        adapter_hash = dir_sha256(adapter) if adapter.is_dir() else str(adapter)
-        key = json_sha256(
-            {"model": str(model_dir), "adapter": adapter_hash, "code": code_version()}
-        )[:16]
-        out = stage_dir(config, "merge", key)
-        if (out / "merge_manifest.json").is_file():
-            log.info("merge is up to date: %s", out)
+        out = merge_out(config, model_dir, adapter)
+        if _reuse("merge", out):
             return out
     return merge(model_dir, adapter, out)
 
@@ -117,21 +165,13 @@ def run_report(
 ) -> Path:
     """Compare two results files into `out` or ``reports/<name>-<key>``."""
     if out is None:
-        key = json_sha256(
-            {
-                "baseline": file_sha256(baseline) if baseline.is_file() else str(baseline),
-                "aligned": file_sha256(aligned) if aligned.is_file() else str(aligned),
-                "report": config.report.model_dump(mode="json"),
-                "code": code_version(),
-            }
-        )[:12]
-        out = REPORTS_DIR / f"{name}-{key}"
+        out = report_out(config, baseline, aligned, name)
     comparison = compare(baseline, aligned, config.report)
     return write_report(comparison, out, f"ArGen comparison report: {name}", training_log)
 
 
 def run_pipeline(config: Config, name: str = "argen") -> dict[str, Path]:
-    """The whole pipeline on a recipe; returns each stage's output directory."""
+    """The whole pipeline without an orchestrator; returns each stage's output directory."""
     curated = run_curate(config)
     test = curated / "test.parquet"
     baseline = run_evaluate(config, config.model.base, test, "baseline")
@@ -140,10 +180,18 @@ def run_pipeline(config: Config, name: str = "argen") -> dict[str, Path]:
     )
     merged = run_merge(config, config.model.base, adapter)
     aligned = run_evaluate(config, str(merged), test, "aligned")
+    report = run_report(
+        config,
+        baseline / "results.parquet",
+        aligned / "results.parquet",
+        training_log=adapter / "training_log.parquet",
+        name=name,
+    )
     return {
         "curate": curated,
         "baseline": baseline,
         "train": adapter,
         "merge": merged,
         "aligned": aligned,
+        "report": report,
     }

@@ -25,7 +25,7 @@ from trl import GRPOConfig, GRPOTrainer
 from argen.atomic import atomic_dir
 from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
-from argen.errors import ArgenError
+from argen.errors import ArgenError, JudgeOutage
 from argen.evaluate import read_scenarios
 from argen.hashing import file_sha256
 from argen.judging import make_backend, open_cache
@@ -117,7 +117,7 @@ class JudgeHealthCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.rewards.judged and self.rewards.failures == self.rewards.judged:
-            raise ArgenError(
+            raise JudgeOutage(
                 f"the judge failed on all {self.rewards.judged} completions of the first step; "
                 "check the judge configuration"
             )

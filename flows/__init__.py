@@ -1,0 +1,1 @@
+"""Prefect flows: the ArGen pipeline, and training, evaluation and reporting on their own."""
