@@ -1,10 +1,12 @@
-"""One Prefect task per stage. Each calls `argen.stages`, keys its cache on the content-keyed
-output directory the stage itself would use (input file hashes, config section, code version),
-and hands the next stage a small reference: the output path and its key."""
+"""One Prefect task per stage, called through a small function that computes the stage's
+content-keyed output directory (input file hashes, config section, code version: the same
+directory `argen.stages` uses). That directory's name is the cache key, and a cached result
+whose files are gone is refreshed instead of reused. Stages hand each other small references:
+the output path and its key."""
 
 from pathlib import Path
 
-from prefect import task
+from prefect import Task, task
 from prefect.tasks import exponential_backoff
 
 from argen import stages
@@ -31,89 +33,112 @@ def ref(stage: str, out: Path) -> dict:
     return {"stage": stage, "path": str(out), "key": out.name}
 
 
-def _key_if_complete(stage: str, out: Path) -> str:
-    # A cache entry whose files were deleted must not be reused: the key then differs.
-    return f"argen-{stage}-{out.name}" + ("" if stages.is_complete(stage, out) else "-pending")
+def by_output(context, parameters: dict) -> str:
+    """Cache key: the stage and its content-keyed output directory."""
+    return f"argen-{parameters['stage']}-{Path(parameters['out']).name}"
 
 
-RETRYING = dict(
+STAGE_TASK = dict(
+    cache_key_fn=by_output,
+    persist_result=True,
     retries=3,
     retry_delay_seconds=exponential_backoff(backoff_factor=2),
     retry_jitter_factor=0.2,
     retry_condition_fn=retry_unless_bad_input,
-    persist_result=True,
 )
 
 
-@task(
-    name="curate",
-    task_run_name="curate scenarios",
-    cache_key_fn=lambda ctx, p: _key_if_complete("curate", stages.curate_out(p["config"])),
-    **RETRYING,
-)
+def _run(stage_task: Task, stage: str, out: Path, **parameters) -> dict:
+    fresh = not stages.is_complete(stage, out)
+    return stage_task.with_options(refresh_cache=fresh)(stage=stage, out=str(out), **parameters)
+
+
+@task(name="curate", task_run_name="curate scenarios", **STAGE_TASK)
+def curate_task(stage: str, out: str, config: Config) -> dict:
+    return ref(stage, stages.run_curate(config, Path(out)))
+
+
+@task(name="evaluate", task_run_name="evaluate {label}", **STAGE_TASK)
+def evaluate_task(
+    stage: str, out: str, config: Config, model: str, scenarios: str, label: str
+) -> dict:
+    return ref(stage, stages.run_evaluate(config, model, Path(scenarios), label, Path(out)))
+
+
+@task(name="train", task_run_name="train on {curated}", **STAGE_TASK)
+def train_task(
+    stage: str, out: str, config: Config, model: str, curated: str, callbacks: tuple = ()
+) -> dict:
+    splits = Path(curated)
+    return ref(
+        stage,
+        stages.run_train(
+            config,
+            model,
+            splits / "train.parquet",
+            splits / "validation.parquet",
+            Path(out),
+            callbacks,
+        ),
+    )
+
+
+@task(name="merge", task_run_name="merge adapter into base", **STAGE_TASK)
+def merge_task(stage: str, out: str, config: Config, model: str, adapter: str) -> dict:
+    return ref(stage, stages.run_merge(config, model, Path(adapter), Path(out)))
+
+
+@task(name="report", task_run_name="report {name}", **STAGE_TASK)
+def report_task(
+    stage: str,
+    out: str,
+    config: Config,
+    baseline: str,
+    aligned: str,
+    training_log: str | None,
+    name: str,
+) -> dict:
+    log = Path(training_log) if training_log else None
+    return ref(stage, stages.run_report(config, Path(baseline), Path(aligned), Path(out), log))
+
+
 def curate(config: Config) -> dict:
-    return ref("curate", stages.run_curate(config))
+    return _run(curate_task, "curate", stages.curate_out(config), config=config)
 
 
-def _evaluate_key(ctx, p) -> str:
-    model_dir = resolve_model(p["model"])
-    out = stages.evaluate_out(p["config"], model_dir, Path(p["scenarios"]), p["label"])
-    return _key_if_complete("evaluate", out)
-
-
-@task(name="evaluate", task_run_name="evaluate {label}", cache_key_fn=_evaluate_key, **RETRYING)
 def evaluate(config: Config, model: str, scenarios: str, label: str) -> dict:
-    return ref("evaluate", stages.run_evaluate(config, model, Path(scenarios), label))
-
-
-def _train_key(ctx, p) -> str:
-    curated = Path(p["curated"])
-    out = stages.train_out(
-        p["config"],
-        resolve_model(p["model"]),
-        curated / "train.parquet",
-        curated / "validation.parquet",
+    out = stages.evaluate_out(config, resolve_model(model), Path(scenarios), label)
+    return _run(
+        evaluate_task, "evaluate", out, config=config, model=model, scenarios=scenarios, label=label
     )
-    return _key_if_complete("train", out)
 
 
-@task(name="train", task_run_name="train {model}", cache_key_fn=_train_key, **RETRYING)
 def train(config: Config, model: str, curated: str, callbacks: tuple = ()) -> dict:
-    curated_dir = Path(curated)
-    out = stages.run_train(
-        config,
-        model,
-        curated_dir / "train.parquet",
-        curated_dir / "validation.parquet",
-        callbacks=callbacks,
+    splits = Path(curated)
+    out = stages.train_out(
+        config, resolve_model(model), splits / "train.parquet", splits / "validation.parquet"
     )
-    return ref("train", out)
+    return _run(
+        train_task, "train", out, config=config, model=model, curated=curated, callbacks=callbacks
+    )
 
 
-def _merge_key(ctx, p) -> str:
-    out = stages.merge_out(p["config"], resolve_model(p["model"]), Path(p["adapter"]))
-    return _key_if_complete("merge", out)
-
-
-@task(name="merge", task_run_name="merge adapter into base", cache_key_fn=_merge_key, **RETRYING)
 def merge(config: Config, model: str, adapter: str) -> dict:
-    return ref("merge", stages.run_merge(config, model, Path(adapter)))
+    out = stages.merge_out(config, resolve_model(model), Path(adapter))
+    return _run(merge_task, "merge", out, config=config, model=model, adapter=adapter)
 
 
-def _report_key(ctx, p) -> str:
-    out = stages.report_out(p["config"], Path(p["baseline"]), Path(p["aligned"]), p["name"])
-    return _key_if_complete("report", out)
-
-
-@task(name="report", task_run_name="report {name}", cache_key_fn=_report_key, **RETRYING)
 def report(
     config: Config, baseline: str, aligned: str, training_log: str | None, name: str
 ) -> dict:
-    out = stages.run_report(
-        config,
-        Path(baseline),
-        Path(aligned),
-        training_log=Path(training_log) if training_log else None,
+    out = stages.report_out(config, Path(baseline), Path(aligned), name)
+    return _run(
+        report_task,
+        "report",
+        out,
+        config=config,
+        baseline=baseline,
+        aligned=aligned,
+        training_log=training_log,
         name=name,
     )
-    return ref("report", out)

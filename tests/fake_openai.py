@@ -50,6 +50,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # the default backlog of 5 drops bursts of concurrent connects
 
+    def handle_error(self, request, client_address):
+        pass  # clients that exit drop their keep-alive connections: not an error here
+
 
 class FakeOpenAI:
     """Start with ``with FakeOpenAI() as server:``; ``server.base_url`` is the /v1 URL."""

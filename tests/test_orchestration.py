@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 
 from flows.server import (
@@ -23,6 +24,7 @@ from tests.fake_openai import FakeOpenAI
 pytestmark = pytest.mark.slow
 
 KEY_ENV = "ARGEN_ORCH_TEST_KEY"
+STAGES = {"curate", "evaluate", "train", "merge", "report"}
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 PROMPTS = [
     ("What is a fever?", "C", "S0", "clinical"),
@@ -133,7 +135,8 @@ def press_run(api: httpx.Client, parameters: dict, timeout: float = 900) -> dict
     run_id = created.json()["id"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = api.get(f"/flow_runs/{run_id}").json()
+        response = api.get(f"/flow_runs/{run_id}")
+        run = response.json() if response.status_code == 200 else {"state": {"type": "?"}}
         if run["state"]["type"] in TERMINAL:
             return run
         time.sleep(2)
@@ -160,7 +163,9 @@ def stage_states(api: httpx.Client, run: dict) -> dict[str, list[str]]:
     child = train_children(api)[0]
     states: dict[str, list[str]] = {}
     for task in task_runs(api, [run["id"], child["id"]]):
-        states.setdefault(task["task_key"].split("-")[0], []).append(task["state"]["name"])
+        stage = task["name"].split()[0]
+        if stage in STAGES:
+            states.setdefault(stage, []).append(task["state"]["name"])
     return states
 
 
@@ -189,15 +194,21 @@ def test_pipeline_runs_caches_and_reruns(stack, recipe, judge_server):
     second = press_run(api, {"recipe": str(recipe_path), "max_steps": 2})
     assert second["state"]["type"] == "COMPLETED", run_detail(second, home)
     states = stage_states(api, second)
-    assert set(states) >= {"curate", "evaluate", "train", "merge", "report"}
+    assert set(states) == STAGES and len(states["evaluate"]) == 2
     assert all(s == "Cached" for names in states.values() for s in names), states
 
     # Edit one scenario and make the judge fail once: curation and everything downstream
     # rerun, and the failed judging step is retried by Prefect.
-    rows = source.read_text().splitlines()
-    rows[0] = rows[0].replace("What is a fever?", "What is a fever, and when is it dangerous?")
-    source.write_text("\n".join(rows) + "\n")
-    judge_server.faults.extend(["500"] * 4)
+    # (one prompt of the test split and one of the train split, so every stage's inputs change;
+    # an edit to the test split alone would rightly leave training cached)
+    (curated,) = recipe_path.parent.glob("art/curate/*")
+    targets = {pd.read_parquet(curated / f"{s}.parquet")["id"].iloc[0] for s in ("test", "train")}
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    for row in rows:
+        if row["id"] in targets:
+            row["prompt"] += " It started two days ago."
+    write_jsonl(source, rows)
+    judge_server.faults.append("500")  # judge_server retries are off: one item fails once
     third = press_run(api, {"recipe": str(recipe_path), "max_steps": 2})
     assert third["state"]["type"] == "COMPLETED", run_detail(third, home)
     states = stage_states(api, third)
