@@ -2,7 +2,10 @@
 for the cpu and gpu pools, runs triggered as the UI's Run button does."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -215,3 +218,52 @@ def test_pipeline_runs_caches_and_reruns(stack, recipe, judge_server):
     assert all(s == "Completed" for names in states.values() for s in names), states
     retried = [t for t in task_runs(api, [third["id"]]) if t["run_count"] > 1]
     assert retried, "the judge fault was not retried"
+
+
+def test_schedule_and_dataset_trigger(stack, recipe):
+    """The weekly schedule exists, and `argen notify-dataset` starts a pipeline run."""
+    api, home = stack
+    pipeline = api.get("/deployments/name/argen-pipeline/pipeline").json()
+    crons = [s["schedule"].get("cron") for s in pipeline["schedules"]]
+    assert "0 3 * * 1" in crons
+    # Pause the cpu pool so the triggered run waits instead of running the default recipe.
+    assert api.patch("/work_pools/cpu", json={"is_paused": True}).status_code == 204
+    before = {
+        r["id"]
+        for r in api.post(
+            "/flow_runs/filter", json={"deployments": {"id": {"any_": [pipeline["id"]]}}}
+        ).json()
+    }
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": str(api.base_url).rstrip("/"),
+        "PREFECT_HOME": str(home),
+    }
+    recipe_path, _ = recipe
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "notify-dataset", "--recipe", str(recipe_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "emitted argen.dataset.updated" in done.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "notify-dataset", "--recipe", str(recipe_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "unchanged" in again.stdout  # no second event for the same sources
+    deadline = time.monotonic() + 60
+    new = set()
+    while time.monotonic() < deadline and not new:
+        runs = api.post(
+            "/flow_runs/filter", json={"deployments": {"id": {"any_": [pipeline["id"]]}}}
+        ).json()
+        new = {r["id"] for r in runs} - before
+        time.sleep(1)
+    assert new, "the dataset event did not start a pipeline run"
+    for run_id in new:
+        api.delete(f"/flow_runs/{run_id}")
