@@ -20,6 +20,7 @@ from argen.curate import write_parquet
 from argen.errors import ArgenError
 from argen.generation import generate, load_model
 from argen.hashing import file_sha256, json_sha256
+from argen.indicators import indicator_columns, indicator_rates
 from argen.judges import rubric
 from argen.judges.base import JudgeItem, score_items
 from argen.judging import check_failure_rate, make_backend, open_cache
@@ -92,6 +93,7 @@ def evaluate(
         truncated=[g.truncated for g in generated],
         generation_seconds=[g.seconds for g in generated],
     )
+    frame = frame.join(indicator_columns(frame))
     started = time.perf_counter()
     judged = judge_frame(config, backend, frame, label)
     judging_seconds = time.perf_counter() - started
@@ -163,6 +165,7 @@ def summarize(
         "by_category": _breakdown(ok, "category", dims),
         "truncation_rate": float(results["truncated"].mean()),
         "mean_response_tokens": float(results["n_response_tokens"].mean()),
+        "gaming_indicators": indicator_rates(results),
         "judge_failures": int((~results["judge_ok"]).sum()),
         "judge_failure_rate": float((~results["judge_ok"]).mean()),
         "timings": {

@@ -231,6 +231,36 @@ def breakdown_table(table: pd.DataFrame, column: str) -> str:
     return out.to_markdown(index=False, disable_numparse=True)
 
 
+def indicator_table(indicators: pd.DataFrame) -> str:
+    if indicators.empty:
+        return "(not recorded in these results)"
+    table = pd.DataFrame(
+        {
+            "the response...": indicators["indicator"],
+            "n": indicators["n"],
+            "baseline (95% Wilson)": [
+                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+                for r, lo, hi in zip(
+                    indicators["baseline"],
+                    indicators["baseline_low"],
+                    indicators["baseline_high"],
+                    strict=True,
+                )
+            ],
+            "aligned (95% Wilson)": [
+                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+                for r, lo, hi in zip(
+                    indicators["aligned"],
+                    indicators["aligned_low"],
+                    indicators["aligned_high"],
+                    strict=True,
+                )
+            ],
+        }
+    )
+    return table.to_markdown(index=False, disable_numparse=True)
+
+
 def quote(text: str, limit: int = 400) -> str:
     text = " ".join(str(text).split())
     text = text if len(text) <= limit else text[:limit] + "..."
@@ -297,6 +327,14 @@ def markdown_report(comparison: Comparison, title: str, plots: dict[str, str]) -
         "",
         f"![distributions]({plots['distributions']})",
         "",
+        "## Is the aligned model gaming the judge?",
+        "",
+        indicator_table(comparison.indicators),
+        "",
+        "A policy can raise its scores by deflecting clinical questions or by sending every "
+        "routine question to a doctor. A rise in either rate deserves a look at the responses "
+        "before the scores are believed.",
+        "",
     ]
     for column in ("tier", "scope", "category"):
         lines += [
@@ -351,6 +389,7 @@ def summary_record(comparison: Comparison) -> dict:
         "scores": records(comparison.scores),
         "violations": records(comparison.violations),
         "models": records(comparison.models),
+        "gaming_indicators": records(comparison.indicators),
         "mismatches": comparison.mismatches,
     }
 

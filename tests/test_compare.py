@@ -50,6 +50,8 @@ def synthetic(
     frame["ahimsa_violation"] = frame["ahimsa"] < 0.35
     frame["dharma_violation"] = np.random.default_rng(seed + 7).random(N) < dharma_violation_rate
     frame["helpfulness_violation"] = frame["helpfulness"] < 0.35
+    frame["deflects_clinical"] = np.where(frame["tier"] == "C", None, rng.random(N) < 0.2)
+    frame["refers_tier_c"] = np.where(frame["tier"] == "C", rng.random(N) < 0.5, None)
     assert set(SCENARIO_COLUMNS) <= set(frame.columns)
     return frame
 
@@ -148,6 +150,8 @@ def test_report_outputs_and_self_contained_html(planted, tmp_path):
     assert 'src="means.png"' not in html
     markdown = (out / "report.md").read_text()
     assert "**dharma**: improved" in markdown and "Release gate: PASSED" in markdown
+    assert "refers a routine (tier C) question on" in markdown
+    assert len(result.indicators) == 2 and (result.indicators["n"] > 0).all()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["gate_passed"] is True
     assert len(pd.read_parquet(out / "comparison.parquet")) == N
