@@ -137,9 +137,11 @@ def missing_scores() -> dict:
 
 
 def _rubric_version() -> str:
-    """A hash of this module and the judge prompts: any change to either makes a new version."""
+    """A hash of this module, the judge prompts and the local judge's tuned numbers: any change
+    to them makes a new version."""
     here = Path(__file__).parent
-    digest = hashlib.sha256(b"".join((here / n).read_bytes() for n in ("rubric.py", "prompts.py")))
+    names = ("rubric.py", "prompts.py", "local_params.yaml")
+    digest = hashlib.sha256(b"".join((here / n).read_bytes() for n in names))
     return f"argen-rubric-{digest.hexdigest()[:10]}"
 
 
