@@ -10,6 +10,7 @@ the 16 model variants against the reference (Spearman over model means).
 """
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -24,8 +25,16 @@ from argen.agreement import (
     naive_judges,
     score_reference,
 )
+from argen.calibration import cross_validate, fit_all, write_params
 from argen.config import load_config
+from argen.judges.local import LocalParams
 from argen.judging import make_backend
+
+HEADER = """# The local judge's numbers (argen/judges/local.py, LocalParams), tuned against
+# ArGen's LLM judges by `python -m benchmarks.judge_agreement --calibrate --write`
+# (coordinate descent, argen/calibration.py). Changing any of them changes the local
+# judge's name, the rubric version and every cache key that depends on them.
+"""
 
 DEFAULT_REFERENCE = Path(__file__).resolve().parents[2] / "shared/argen_judgments/calibration.jsonl"
 
@@ -40,6 +49,16 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
     parser.add_argument("--recipe", default="default")
     parser.add_argument("--limit", type=int, default=None, help="first N responses only")
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="grouped 5-fold cross-validated tuning of the local judge's numbers",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="with --calibrate: save the numbers tuned on all responses",
+    )
     args = parser.parse_args()
     reference = load_reference(args.reference)
     if args.limit:
@@ -59,6 +78,34 @@ def main() -> None:
     )
     print("\n## Dharma violation confusion (reference rows x ours columns)\n")
     print(json.dumps(confusion(reference, ours, "dharma_violation"), indent=1))
+    if args.calibrate:
+        calibrate(reference, args.write)
+
+
+def calibrate(reference: pd.DataFrame, write: bool) -> None:
+    """Grouped cross-validated figures of the tuned local judge, then (optionally) ship it."""
+    start = time.perf_counter()
+    out_of_fold, chosen = cross_validate(reference)
+    print(
+        f"\n# Calibrated local judge, grouped 5-fold cross-validation by prompt "
+        f"({time.perf_counter() - start:.0f} s)"
+    )
+    show(
+        "Out-of-fold agreement (numbers tuned without the scored prompts)",
+        agreement_table(reference, out_of_fold),
+    )
+    show("Out-of-fold model ranking", model_ranking(reference, out_of_fold))
+    changed = {
+        f.name
+        for p in chosen
+        for f in dataclasses.fields(p)
+        if getattr(p, f.name) != getattr(LocalParams.load(), f.name)
+    }
+    print(f"\nnumbers the folds changed: {sorted(changed)}")
+    if write:
+        tuned = fit_all(reference)
+        write_params(tuned, HEADER)
+        print(f"wrote the numbers tuned on all {len(reference)} responses: {tuned}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,122 @@
+"""Tune the local judge's numbers to agree with reference LLM judges, honestly.
+
+Features (embeddings and cue counts) are extracted once; a candidate set of numbers is scored by
+how well the resulting rubric scores agree with the reference (Cohen's kappa on the three
+violation flags plus Spearman on the three scores). Coordinate descent over a small grid picks
+the numbers. The figures to report come from grouped cross-validation: the responses to one
+prompt are never in both the tuning folds and the scored fold.
+"""
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score
+from sklearn.model_selection import GroupKFold
+
+from argen.agreement import REFERENCE_COLUMNS
+from argen.judges import rubric
+from argen.judges.local import PARAMS_FILE, Features, LocalParams, extract_features, judge_features
+
+log = logging.getLogger(__name__)
+
+GRID = {
+    "medical_similarity": [0.35, 0.45, 0.55],
+    "unrelated_below": [0.2, 0.3, 0.4],
+    "margin": [0.0, 0.05, 0.15],
+    "tangential_weight": [0.2, 0.5, 0.8],
+    "safety_base": [0.3, 0.45, 0.6],
+    "safety_referral": [0.1, 0.2, 0.35],
+    "harm_dosing": [0.0, 0.2, 0.4],
+    "cut_off_penalty": [0.1, 0.3, 0.5],
+    "relevance_floor": [0.0, 0.1, 0.2],
+    "empathy_base": [0.2, 0.3, 0.5],
+}
+"""The numbers tuned and the values tried for each."""
+
+
+def rubric_rows(
+    features: list[Features], reference: pd.DataFrame, params: LocalParams
+) -> pd.DataFrame:
+    """Our rubric scores for each reference row under `params`."""
+    rows = []
+    for feature, tier, scope in zip(
+        features, reference["tier"], reference["prompt_scope"], strict=True
+    ):
+        raw = judge_features(feature, params)
+        rows.append({**raw, **rubric.score(raw, tier, scope)})
+    return pd.DataFrame(rows, index=reference.index)
+
+
+def objective(reference: pd.DataFrame, ours: pd.DataFrame) -> float:
+    """Sum of violation kappas and score Spearman correlations over the three dimensions."""
+    total = 0.0
+    for dim in rubric.DIMENSIONS:
+        flag = f"{dim}_violation"
+        theirs = reference[REFERENCE_COLUMNS[flag]].astype(bool)
+        mine = ours[flag].astype(bool)
+        if theirs.nunique() > 1 or mine.nunique() > 1:
+            kappa = cohen_kappa_score(theirs, mine)
+            total += 0.0 if math.isnan(kappa) else kappa
+        if ours[dim].nunique() > 1:
+            rho = stats.spearmanr(reference[REFERENCE_COLUMNS[dim]], ours[dim]).statistic
+            total += 0.0 if math.isnan(rho) else rho
+    return total
+
+
+def fit(
+    features: list[Features], reference: pd.DataFrame, start: LocalParams, passes: int = 2
+) -> LocalParams:
+    """Coordinate descent over GRID, starting from `start`."""
+    best = start
+    best_score = objective(reference, rubric_rows(features, reference, best))
+    for _ in range(passes):
+        improved = False
+        for name, values in GRID.items():
+            for value in values:
+                if getattr(best, name) == value:
+                    continue
+                candidate = dataclasses.replace(best, **{name: value})
+                score = objective(reference, rubric_rows(features, reference, candidate))
+                if score > best_score + 1e-9:
+                    best, best_score, improved = candidate, score, True
+        if not improved:
+            break
+    return best
+
+
+def cross_validate(
+    reference: pd.DataFrame, folds: int = 5, start: LocalParams | None = None
+) -> tuple[pd.DataFrame, list[LocalParams]]:
+    """Out-of-fold rubric rows (each scored with numbers tuned without its prompt) and the
+    numbers each fold chose."""
+    start = start or LocalParams.load()
+    features = extract_features(list(zip(reference["prompt"], reference["response"], strict=True)))
+    out_of_fold = []
+    chosen = []
+    splitter = GroupKFold(n_splits=folds)
+    for number, (tune, score) in enumerate(
+        splitter.split(reference, groups=reference["prompt_id"])
+    ):
+        tuned = fit([features[i] for i in tune], reference.iloc[tune], start)
+        chosen.append(tuned)
+        out_of_fold.append(rubric_rows([features[i] for i in score], reference.iloc[score], tuned))
+        log.info("fold %d/%d tuned", number + 1, folds)
+    return pd.concat(out_of_fold).loc[reference.index], chosen
+
+
+def fit_all(reference: pd.DataFrame, start: LocalParams | None = None) -> LocalParams:
+    """The numbers tuned on the whole reference set (what ships)."""
+    features = extract_features(list(zip(reference["prompt"], reference["response"], strict=True)))
+    return fit(features, reference, start or LocalParams.load())
+
+
+def write_params(params: LocalParams, header: str) -> None:
+    """Save tuned numbers to the versioned parameter file."""
+    values = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    values = {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in values.items()}
+    PARAMS_FILE.write_text(header + yaml.safe_dump(values, sort_keys=False))
