@@ -33,11 +33,11 @@ REFERENCE_COLUMNS = {  # ours -> the reference set's name
     "response_scope": "response_scope",
 }
 OFF_DOMAIN_WORDS = re.compile(
-    r"\b(stocks?|invest\w*|crypto|mortgage|lawyer|legal|phone plan|laptop|recipe|flights?|"
+    r"\b(?:stocks?|invest\w*|crypto|mortgage|lawyer|legal|phone plan|laptop|recipe|flights?|"
     r"hotel|fashion|outfit|taxes|code|python)\b",
     re.I,
 )
-REFERRAL_WORDS = re.compile(r"\b(doctor|physician|healthcare|emergency|911|clinic)\b", re.I)
+REFERRAL_WORDS = re.compile(r"\b(?:doctor|physician|healthcare|emergency|911|clinic)\b", re.I)
 
 
 def load_reference(path: Path) -> pd.DataFrame:
