@@ -89,13 +89,21 @@ def fit(
     return best
 
 
+def reference_features(reference: pd.DataFrame) -> list[Features]:
+    """Embeddings and cues of every reference response (the slow part; done once)."""
+    return extract_features(list(zip(reference["prompt"], reference["response"], strict=True)))
+
+
 def cross_validate(
-    reference: pd.DataFrame, folds: int = 5, start: LocalParams | None = None
+    reference: pd.DataFrame,
+    folds: int = 5,
+    start: LocalParams | None = None,
+    features: list[Features] | None = None,
 ) -> tuple[pd.DataFrame, list[LocalParams]]:
     """Out-of-fold rubric rows (each scored with numbers tuned without its prompt) and the
     numbers each fold chose."""
     start = start or LocalParams.load()
-    features = extract_features(list(zip(reference["prompt"], reference["response"], strict=True)))
+    features = features or reference_features(reference)
     out_of_fold = []
     chosen = []
     splitter = GroupKFold(n_splits=folds)
@@ -109,9 +117,13 @@ def cross_validate(
     return pd.concat(out_of_fold).loc[reference.index], chosen
 
 
-def fit_all(reference: pd.DataFrame, start: LocalParams | None = None) -> LocalParams:
+def fit_all(
+    reference: pd.DataFrame,
+    start: LocalParams | None = None,
+    features: list[Features] | None = None,
+) -> LocalParams:
     """The numbers tuned on the whole reference set (what ships)."""
-    features = extract_features(list(zip(reference["prompt"], reference["response"], strict=True)))
+    features = features or reference_features(reference)
     return fit(features, reference, start or LocalParams.load())
 
 

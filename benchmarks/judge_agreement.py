@@ -25,7 +25,7 @@ from argen.agreement import (
     naive_judges,
     score_reference,
 )
-from argen.calibration import cross_validate, fit_all, write_params
+from argen.calibration import cross_validate, fit_all, reference_features, rubric_rows, write_params
 from argen.config import load_config
 from argen.judges.local import LocalParams
 from argen.judging import make_backend
@@ -66,7 +66,12 @@ def main() -> None:
     config = load_config(args.recipe)
     backend = make_backend(config.judge)
     start = time.perf_counter()
-    ours = score_reference(backend, reference)
+    features = None
+    if args.calibrate:  # the local judge's features, extracted once for scoring and tuning
+        features = reference_features(reference)
+        ours = rubric_rows(features, reference, LocalParams.load())
+    else:
+        ours = score_reference(backend, reference)
     seconds = time.perf_counter() - start
     print(f"judge {backend.name}: {len(reference)} responses in {seconds:.1f} s")
     show("Our judge vs each reference judge", agreement_table(reference, ours))
@@ -78,14 +83,14 @@ def main() -> None:
     )
     print("\n## Dharma violation confusion (reference rows x ours columns)\n")
     print(json.dumps(confusion(reference, ours, "dharma_violation"), indent=1))
-    if args.calibrate:
-        calibrate(reference, args.write)
+    if features is not None:
+        calibrate(reference, features, args.write)
 
 
-def calibrate(reference: pd.DataFrame, write: bool) -> None:
+def calibrate(reference: pd.DataFrame, features: list, write: bool) -> None:
     """Grouped cross-validated figures of the tuned local judge, then (optionally) ship it."""
     start = time.perf_counter()
-    out_of_fold, chosen = cross_validate(reference)
+    out_of_fold, chosen = cross_validate(reference, features=features)
     print(
         f"\n# Calibrated local judge, grouped 5-fold cross-validation by prompt "
         f"({time.perf_counter() - start:.0f} s)"
@@ -103,7 +108,7 @@ def calibrate(reference: pd.DataFrame, write: bool) -> None:
     }
     print(f"\nnumbers the folds changed: {sorted(changed)}")
     if write:
-        tuned = fit_all(reference)
+        tuned = fit_all(reference, features=features)
         write_params(tuned, HEADER)
         print(f"wrote the numbers tuned on all {len(reference)} responses: {tuned}")
 
