@@ -304,12 +304,16 @@ def extract_features(pairs: Sequence[tuple[str, str]]) -> list[Features]:
     return result
 
 
+SOURCE_SHA256 = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+"""The rules as loaded into this process (read once: an edit on disk does not change them)."""
+
+
 class LocalJudge:
     """The embedded default judge: offline, deterministic, fast on a CPU."""
 
     def __init__(self, params: LocalParams | None = None) -> None:
         self.params = params or LocalParams.load()
-        digest = hashlib.sha256(Path(__file__).read_bytes())
+        digest = hashlib.sha256(SOURCE_SHA256.encode())
         digest.update(repr(self.params).encode())
         version = digest.hexdigest()[:10]
         self.name = f"local/minilm-rules-{version}"
