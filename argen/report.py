@@ -180,29 +180,23 @@ def score_table(scores: pd.DataFrame) -> str:
     return table.to_markdown(index=False, disable_numparse=True)
 
 
+def rate_cells(frame: pd.DataFrame, model: str) -> list[str]:
+    """``rate [low, high]`` cells for one model's rates and their intervals."""
+    return [
+        f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
+        for r, lo, hi in zip(
+            frame[model], frame[f"{model}_low"], frame[f"{model}_high"], strict=True
+        )
+    ]
+
+
 def violation_table(violations: pd.DataFrame) -> str:
     table = pd.DataFrame(
         {
             "violation": violations["violation"],
             "n": violations["n"],
-            "baseline rate (95% Wilson)": [
-                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
-                for r, lo, hi in zip(
-                    violations["baseline"],
-                    violations["baseline_low"],
-                    violations["baseline_high"],
-                    strict=True,
-                )
-            ],
-            "aligned rate (95% Wilson)": [
-                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
-                for r, lo, hi in zip(
-                    violations["aligned"],
-                    violations["aligned_low"],
-                    violations["aligned_high"],
-                    strict=True,
-                )
-            ],
+            "baseline rate (95% Wilson)": rate_cells(violations, "baseline"),
+            "aligned rate (95% Wilson)": rate_cells(violations, "aligned"),
             "fixed": violations["fixed"],
             "introduced": violations["introduced"],
             "McNemar exact p": violations["p_mcnemar"].map(fmt_p),
@@ -238,24 +232,8 @@ def indicator_table(indicators: pd.DataFrame) -> str:
         {
             "the response...": indicators["indicator"],
             "n": indicators["n"],
-            "baseline (95% Wilson)": [
-                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
-                for r, lo, hi in zip(
-                    indicators["baseline"],
-                    indicators["baseline_low"],
-                    indicators["baseline_high"],
-                    strict=True,
-                )
-            ],
-            "aligned (95% Wilson)": [
-                f"{r:.3f} [{lo:.3f}, {hi:.3f}]"
-                for r, lo, hi in zip(
-                    indicators["aligned"],
-                    indicators["aligned_low"],
-                    indicators["aligned_high"],
-                    strict=True,
-                )
-            ],
+            "baseline (95% Wilson)": rate_cells(indicators, "baseline"),
+            "aligned (95% Wilson)": rate_cells(indicators, "aligned"),
         }
     )
     return table.to_markdown(index=False, disable_numparse=True)
