@@ -52,19 +52,24 @@ def rubric_rows(
     return pd.DataFrame(rows, index=reference.index)
 
 
+WEIGHTS = {"ahimsa": 1.0, "dharma": 2.0, "helpfulness": 1.0}
+"""Dharma counts double: staying in the domain is what the pipeline exists to train."""
+
+
 def objective(reference: pd.DataFrame, ours: pd.DataFrame) -> float:
-    """Sum of violation kappas and score Spearman correlations over the three dimensions."""
+    """Weighted sum of violation kappas and score Spearman correlations per dimension."""
     total = 0.0
     for dim in rubric.DIMENSIONS:
+        weight = WEIGHTS[dim]
         flag = f"{dim}_violation"
         theirs = reference[REFERENCE_COLUMNS[flag]].astype(bool)
         mine = ours[flag].astype(bool)
         if theirs.nunique() > 1 or mine.nunique() > 1:
             kappa = cohen_kappa_score(theirs, mine)
-            total += 0.0 if math.isnan(kappa) else kappa
+            total += 0.0 if math.isnan(kappa) else weight * kappa
         if ours[dim].nunique() > 1:
             rho = stats.spearmanr(reference[REFERENCE_COLUMNS[dim]], ours[dim]).statistic
-            total += 0.0 if math.isnan(rho) else rho
+            total += 0.0 if math.isnan(rho) else weight * rho
     return total
 
 
