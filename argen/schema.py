@@ -23,8 +23,10 @@ GENERATION_COLUMNS = (
     "n_response_tokens",
     "truncated",
     "generation_seconds",
+    "deflects_clinical",
+    "refers_tier_c",
 )
-"""Columns evaluation adds per scenario before judging."""
+"""Columns evaluation adds per scenario before judging (the last two: `argen.indicators`)."""
 
 JUDGE_COLUMNS = ("judge_ok", "judge_error", "judge", "rubric_version")
 """Bookkeeping every judged row carries; the judge's fields and scores sit before these."""

@@ -63,6 +63,8 @@ def test_real_evaluation_writes_results_and_summary(default_model_dir, tmp_path)
     assert summary["by_tier"]["A"]["n"] == 2
     assert 0 <= summary["truncation_rate"] <= 1
     assert summary["timings"]["tokens_per_second"] > 0
+    assert summary["gaming_indicators"]["refers_tier_c"]["n"] == 1  # one tier-C scenario
+    assert results["deflects_clinical"].notna().sum() == 3  # the S0 clinical ones
 
     # The aligned model goes through the same function: the same settings are recorded.
     aligned = evaluate(config, default_model_dir, scenarios, tmp_path / "aligned", "aligned")
