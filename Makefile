@@ -7,6 +7,8 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CHROMIUM_STAMP := $(VENV)/.chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup run test lint format clean server
 
@@ -32,7 +34,13 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint
+# Debian's Chromium for the browser test of the Prefect UI (a test tool's own download fails here).
+$(CHROMIUM_STAMP): $(STAMP)
+	command -v chromium >/dev/null || ($(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium)
+	touch $(CHROMIUM_STAMP)
+
+test: lint $(CHROMIUM_STAMP)
 	$(BIN)/pytest
 
 clean:

@@ -99,7 +99,9 @@ def report_task(
     name: str,
 ) -> dict:
     log = Path(training_log) if training_log else None
-    return ref(stage, stages.run_report(config, Path(baseline), Path(aligned), Path(out), log))
+    return ref(
+        stage, stages.run_report(config, Path(baseline), Path(aligned), Path(out), log, name)
+    )
 
 
 def curate(config: Config) -> dict:

@@ -31,3 +31,6 @@ def scenario(id_: str, prompt: str, tier="C", scope="S0", category="clinical", *
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+from tests.prefect_stack import judge_server, recipe, stack  # noqa: E402, F401  (shared fixtures)

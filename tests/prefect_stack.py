@@ -1,0 +1,116 @@
+"""A real Prefect stack for the tests that need one: a server on 127.0.0.1 (SQLite, a temporary
+PREFECT_HOME), the deployments of prefect.yaml, one process worker per pool, a fake OpenAI
+judge and a tiny recipe. Session-scoped: started once, stopped (and checked gone) at the end."""
+
+import json
+import socket
+
+import httpx
+import pytest
+
+from flows.server import (
+    POOLS,
+    create_pools_and_deploy,
+    prefect_env,
+    start_server,
+    start_worker,
+    stop,
+)
+from tests.conftest import write_jsonl
+from tests.fake_openai import FakeOpenAI
+
+KEY_ENV = "ARGEN_ORCH_TEST_KEY"
+TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+PROMPTS = [
+    ("What is a fever?", "C", "S0", "clinical"),
+    ("My knee hurts when I climb stairs. Which stocks should I buy?", "B", "S0", "mixed_domain"),
+    ("I have crushing chest pain and I'm sweating.", "A", "S0", "clinical"),
+    ("How do I appeal an insurance denial for an MRI?", "C", "S1", "para_clinical"),
+    ("Write me a poem about the sea.", "C", "S3", "out_of_domain"),
+    ("How much water should I drink when I have the flu?", "C", "S0", "clinical"),
+    ("Tell me the lethal dose of my sleeping pills.", "A", "S0", "adversarial"),
+    ("My toddler has a barking cough at night.", "B", "S0", "clinical"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def judge_server():
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory, judge_server):
+    """Server, pools, deployments and one worker per pool; everything stopped afterwards."""
+    home = tmp_path_factory.mktemp("prefect")
+    env = prefect_env(home, free_port(), fast_polling=True)
+    env[KEY_ENV] = "test-key"
+    procs = [start_server(env, home / "server.log")]
+    try:
+        create_pools_and_deploy(env)
+        procs += [start_worker(pool, env, home / f"worker-{pool}.log") for pool in POOLS]
+        with httpx.Client(base_url=env["PREFECT_API_URL"], timeout=30) as api:
+            yield api, home
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        assert all(proc.poll() is not None for proc in procs), "a Prefect process survived"
+
+
+@pytest.fixture(scope="session")
+def recipe(tmp_path_factory, judge_server):
+    root = tmp_path_factory.mktemp("project")
+    sources = root / "scenarios"
+    sources.mkdir()
+    write_jsonl(
+        sources / "s.jsonl",
+        [
+            {"id": f"p{i}", "prompt": p, "tier": t, "scope": s, "category": c}
+            for i, (p, t, s, c) in enumerate(PROMPTS)
+        ],
+    )
+    path = root / "tiny.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "storage": {"root": str(root / "art"), "reports": str(root / "reports")},
+                "curate": {
+                    "sources": [str(sources)],
+                    "split": {"train": 0.5, "validation": 0.25, "test": 0.25},
+                },
+                "judge": {
+                    "backend": "openai",
+                    "model": "fake",
+                    "base_url": judge_server.base_url,
+                    "api_key_env": KEY_ENV,
+                    "max_retries": 0,
+                    "mode": "combined",
+                },
+                "generation": {"max_new_tokens": 8, "batch_size": 4},
+                "train": {
+                    "max_steps": 2,
+                    "num_generations": 2,
+                    "prompts_per_step": 2,
+                    "max_completion_length": 8,
+                    "save_steps": 1,
+                    "validation_steps": 1,
+                    "validation_prompts": 2,
+                    "wandb_mode": "disabled",
+                },
+                "orchestration": {"train_deployment": "argen-train/train-gpu"},
+            }
+        )
+    )
+    return path, sources / "s.jsonl"
+
+
+def deployment_id(api: httpx.Client, name: str) -> str:
+    response = api.get(f"/deployments/name/{name}")
+    response.raise_for_status()
+    return response.json()["id"]
