@@ -28,6 +28,17 @@ def scenario(id_: str, prompt: str, tier="C", scope="S0", category="clinical", *
     }
 
 
+def write_scenarios(path: Path, rows: list[dict], split: str = "test") -> Path:
+    """A scenarios parquet (the curated schema) from `scenario()` rows."""
+    import pandas as pd
+
+    from argen.schema import SCENARIO_COLUMNS
+
+    full = [{"source": "test", "split": split, **row} for row in rows]
+    pd.DataFrame(full, columns=list(SCENARIO_COLUMNS)).to_parquet(path)
+    return path
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -7,7 +7,7 @@ from argen.config import load_config
 from argen.errors import ArgenError
 from argen.evaluate import evaluate
 from argen.judging import make_backend
-from argen.schema import SCENARIO_COLUMNS
+from tests.conftest import scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
 
@@ -20,19 +20,10 @@ def scenarios_file(path, n=4):
         "How do I sue my landlord?",
     ]
     rows = [
-        {
-            "id": f"t{i}",
-            "prompt": prompts[i % 4],
-            "tier": "ABC"[i % 3],
-            "scope": "S3" if i == 3 else "S0",
-            "category": "clinical",
-            "source": "test",
-            "split": "test",
-        }
+        scenario(f"t{i}", prompts[i % 4], tier="ABC"[i % 3], scope="S3" if i == 3 else "S0")
         for i in range(n)
     ]
-    pd.DataFrame(rows, columns=list(SCENARIO_COLUMNS)).to_parquet(path)
-    return path
+    return write_scenarios(path, rows)
 
 
 def tiny_config(tmp_path, *extra):

@@ -11,8 +11,8 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 from argen.config import load_config
 from argen.errors import ArgenError
 from argen.merge import merge
-from argen.schema import SCENARIO_COLUMNS
 from argen.train import batch_shape, train
+from tests.conftest import scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
 
@@ -25,20 +25,8 @@ PROMPTS = [
 
 
 def split_file(path, split, n=4):
-    rows = [
-        {
-            "id": f"{split}{i}",
-            "prompt": PROMPTS[i % 4],
-            "tier": "B",
-            "scope": "S0",
-            "category": "clinical",
-            "source": "t",
-            "split": split,
-        }
-        for i in range(n)
-    ]
-    pd.DataFrame(rows, columns=list(SCENARIO_COLUMNS)).to_parquet(path)
-    return path
+    rows = [scenario(f"{split}{i}", PROMPTS[i % 4], tier="B") for i in range(n)]
+    return write_scenarios(path, rows, split)
 
 
 def tiny(tmp_path, *extra):
