@@ -1,12 +1,11 @@
 """Build the configured judge and score items with it: the entry point stages use."""
 
-import asyncio
 import logging
 from collections.abc import Sequence
 
 from argen.config import Config, JudgeConfig
 from argen.errors import ArgenError, JudgeOutage
-from argen.judges.base import Backend, JudgeItem, failure_rate, score_items
+from argen.judges.base import Backend, failure_rate
 from argen.judges.cache import JudgementCache
 
 log = logging.getLogger(__name__)
@@ -30,15 +29,6 @@ def open_cache(config: Config) -> JudgementCache | None:
     if not config.judge.cache:
         return None
     return JudgementCache(config.storage.root / "judge_cache.sqlite")
-
-
-def judge_items(config: Config, items: Sequence[JudgeItem], what: str = "items") -> list[dict]:
-    """Score `items` with the configured judge; fail loudly past ``judge.max_failure_rate``."""
-    backend = make_backend(config.judge)
-    weights = config.judge.weights.model_dump()
-    rows = asyncio.run(score_items(backend, items, weights, open_cache(config)))
-    check_failure_rate(rows, config.judge.max_failure_rate, what)
-    return rows
 
 
 def check_failure_rate(rows: Sequence[dict], limit: float, what: str) -> None:

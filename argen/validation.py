@@ -5,7 +5,6 @@ and judges with the training judge, so the number that picks the adapter is the 
 final evaluation reports, measured on prompts the test split never sees.
 """
 
-import asyncio
 import json
 import logging
 import math
@@ -16,9 +15,9 @@ import torch
 from transformers import TrainerCallback
 
 from argen.config import Config
+from argen.evaluate import judge_frame
 from argen.generation import generate
-from argen.judges.base import Backend, JudgeItem, score_items
-from argen.judging import open_cache
+from argen.judges.base import Backend
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +61,10 @@ class ValidationCallback(TrainerCallback):
         finally:
             self.tokenizer.padding_side = padding_side
             model.train(was_training)
-        items = [
-            JudgeItem(r.id, r.prompt, g.response, r.tier, r.scope)
-            for r, g in zip(self.frame.itertuples(), generated, strict=True)
-        ]
-        rows = asyncio.run(
-            score_items(
-                self.backend, items, self.config.judge.weights.model_dump(), open_cache(self.config)
-            )
+        answered = self.frame.assign(response=[g.response for g in generated])
+        scores = pd.DataFrame(
+            judge_frame(self.config, self.backend, answered, f"validation, step {step}")
         )
-        scores = pd.DataFrame(rows)
         ok = scores[scores["judge_ok"]]
         record = {
             "step": step,

@@ -16,6 +16,16 @@ def default_model_dir() -> Path:
     return resolve_model(DEFAULT_MODEL)
 
 
+DEAD_JUDGE = [
+    "judge.backend=openai",
+    "judge.base_url=http://127.0.0.1:9/v1",
+    "judge.api_key_env=DEAD_KEY",
+    "judge.max_retries=0",
+    "judge.timeout_s=1",
+]
+"""Overrides for an OpenAI judge nobody answers (set DEAD_KEY in the environment)."""
+
+
 def scenario(id_: str, prompt: str, tier="C", scope="S0", category="clinical", **extra) -> dict:
     """One source row with sensible defaults."""
     return {

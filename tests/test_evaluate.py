@@ -7,7 +7,7 @@ from argen.config import load_config
 from argen.errors import ArgenError
 from argen.evaluate import evaluate
 from argen.judging import make_backend
-from tests.conftest import scenario, write_scenarios
+from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
 
@@ -110,14 +110,7 @@ def test_unknown_judge_backend(tmp_path):
 
 def test_failing_judge_leaves_no_results(default_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("DEAD_KEY", "k")
-    config = tiny_config(
-        tmp_path,
-        "judge.backend=openai",
-        "judge.base_url=http://127.0.0.1:9/v1",
-        "judge.api_key_env=DEAD_KEY",
-        "judge.max_retries=0",
-        "judge.timeout_s=1",
-    )
+    config = tiny_config(tmp_path, *DEAD_JUDGE)
     with pytest.raises(ArgenError, match=r"failed for 100.0% .* first error: APIConnectionError"):
         evaluate(
             config, default_model_dir, scenarios_file(tmp_path / "s.parquet", 2), tmp_path / "out"

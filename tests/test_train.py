@@ -12,7 +12,7 @@ from argen.config import load_config
 from argen.errors import ArgenError
 from argen.merge import merge
 from argen.train import batch_shape, train
-from tests.conftest import scenario, write_scenarios
+from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
 
@@ -160,14 +160,7 @@ def test_bad_inputs(default_model_dir, tmp_path):
 
 def test_judge_failing_everything_stops_early(default_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("DEAD_KEY", "k")
-    config = tiny(
-        tmp_path,
-        "judge.backend=openai",
-        "judge.base_url=http://127.0.0.1:9/v1",
-        "judge.api_key_env=DEAD_KEY",
-        "judge.max_retries=0",
-        "judge.timeout_s=1",
-    )
+    config = tiny(tmp_path, *DEAD_JUDGE)
     split = split_file(tmp_path / "t.parquet", "train")
     with pytest.raises(ArgenError, match="judge failed on all"):
         train(
