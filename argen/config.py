@@ -83,6 +83,12 @@ class GenerationConfig(Section):
     top_k: int | None = Field(None, gt=0)
     seed: int = 0
     batch_size: int = Field(16, gt=0, description="Prompts per generation batch (evaluation).")
+    engine: Literal["auto", "fast", "transformers"] = Field(
+        "auto",
+        description="Decoder for evaluation and GRPO rollouts: 'fast' (merged weights, static "
+        "KV cache, CUDA-graph decode; Llama-family models), 'transformers' (plain generate), "
+        "'auto' (fast on a GPU when the model is supported).",
+    )
 
 
 class WeightsConfig(Section):
@@ -145,6 +151,10 @@ class TrainConfig(Section):
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 turns top-k filtering off.")
     max_completion_length: int = Field(64, gt=0)
+    use_vllm: bool = Field(
+        False,
+        description="Roll out with TRL's vLLM mode (needs vllm) instead of generation.engine.",
+    )
     lora: LoraConfig = LoraConfig()
     seed: int = 0
     gradient_checkpointing: bool = False

@@ -3,6 +3,7 @@ seeded sampling or greedy decoding, stopping at EOS; per item tokens, truncation
 
 import logging
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from argen.config import GenerationConfig
+from argen.engine import Engine, Sampling, unsupported_reason
 from argen.errors import ArgenError
 from argen.prompting import chat_messages, sampling_kwargs
 
@@ -49,6 +51,34 @@ def load_model(model_dir: Path, device: torch.device | None = None):
     return model.to(device).eval(), tokenizer
 
 
+_ENGINES: "weakref.WeakKeyDictionary[object, Engine]" = weakref.WeakKeyDictionary()
+
+
+def wants_engine(choice: str, model_config, on_gpu: bool) -> bool:
+    """Whether generation goes through the fast engine: 'fast' insists, 'auto' uses it on a GPU
+    when the model is supported, 'transformers' never does."""
+    if choice == "transformers":
+        return False
+    reason = unsupported_reason(model_config)
+    if choice == "fast":
+        if reason:
+            raise ArgenError(f"generation.engine is 'fast' but {reason}; use 'transformers'")
+        return True
+    if on_gpu and reason:
+        log.info("fast engine unavailable (%s); generating with transformers", reason)
+    return on_gpu and reason is None
+
+
+def engine_for(model) -> Engine:
+    """The fast engine kept for `model` (one per model object), holding its current weights."""
+    engine = _ENGINES.get(model)
+    if engine is None:
+        engine = _ENGINES[model] = Engine.for_model(model)
+    else:
+        engine.load(model)
+    return engine
+
+
 def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
     """Token ids of each prompt in chat form, ending with the assistant turn's opening."""
     return [
@@ -75,12 +105,17 @@ def generate(
     order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
     results: list[Generated | None] = [None] * len(prompts)
     eos_ids = _eos_ids(tokenizer, model)
+    run_batch = _generate_batch
+    on_gpu = model.get_input_embeddings().weight.device.type == "cuda"
+    if wants_engine(settings.engine, model.config, on_gpu):
+        engine = engine_for(model)
+        run_batch = lambda *args: _engine_batch(engine, *args)  # noqa: E731
     for number, start in enumerate(range(0, len(order), settings.batch_size)):
         batch = order[start : start + settings.batch_size]
         torch.manual_seed(settings.seed + number)
         for index, item in zip(
             batch,
-            _generate_batch(model, tokenizer, [encoded[i] for i in batch], settings, eos_ids),
+            run_batch(model, tokenizer, [encoded[i] for i in batch], settings, eos_ids),
             strict=True,
         ):
             results[index] = item
@@ -110,6 +145,22 @@ def _generate_batch(
         **sampling_kwargs(settings),
     )
     new_tokens = output[:, padded["input_ids"].shape[1] :].tolist()
+    return _results(tokenizer, batch, new_tokens, settings, eos_ids, start)
+
+
+def _engine_batch(
+    engine: Engine, model, tokenizer, batch: list[list[int]], settings, eos_ids: set[int]
+) -> list[Generated]:
+    start = time.perf_counter()
+    sampling = Sampling(settings.temperature, settings.top_p, settings.top_k or 0)
+    decoded = engine.generate(
+        batch, settings.max_new_tokens, sampling, sorted(eos_ids), tokenizer.pad_token_id
+    )
+    return _results(tokenizer, batch, decoded.tokens, settings, eos_ids, start)
+
+
+def _results(tokenizer, batch, new_tokens, settings, eos_ids, start: float) -> list[Generated]:
+    """Responses cut at the first end-of-sequence token; each with its share of the time."""
     share = (time.perf_counter() - start) / len(batch)
     results = []
     for prompt_ids, tokens in zip(batch, new_tokens, strict=True):

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import AutoTokenizer, TrainerCallback
+from transformers import AutoConfig, AutoTokenizer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
@@ -27,11 +27,13 @@ from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
 from argen.errors import ArgenError, JudgeOutage
 from argen.evaluate import read_scenarios
+from argen.generation import wants_engine
 from argen.hashing import file_sha256
 from argen.judging import make_backend, open_cache
 from argen.models import check_model_dir
 from argen.prompting import chat_messages
 from argen.rewards import JudgeRewards
+from argen.rollouts import engine_rollouts
 from argen.validation import ValidationCallback
 from argen.version import code_version
 
@@ -90,6 +92,8 @@ def grpo_args(config: Config, work: Path, on_gpu: bool) -> GRPOConfig:
         model_init_kwargs={"dtype": torch.bfloat16 if on_gpu else torch.float32},
         log_completions=True,
         num_completions_to_print=0,
+        use_vllm=train.use_vllm,
+        vllm_mode="colocate",
         report_to=["wandb"] if train.wandb_mode != "disabled" else [],
         run_name=work.name,
         dataloader_num_workers=0,
@@ -155,6 +159,11 @@ def train(
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     validator = ValidationCallback(config, backend, validation_frame, tokenizer, work / "best")
+    fast = not config.train.use_vllm and wants_engine(
+        config.generation.engine, AutoConfig.from_pretrained(model_dir), on_gpu
+    )
+    rollouts = "vllm" if config.train.use_vllm else "fast" if fast else "transformers"
+    log.info("GRPO rollouts: %s", rollouts)
     lora = config.train.lora
     trainer = GRPOTrainer(
         model=str(model_dir),
@@ -170,6 +179,7 @@ def train(
             task_type="CAUSAL_LM",
         ),
         callbacks=[JudgeHealthCallback(rewards), validator, *callbacks],
+        rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
     validator.trainer = trainer
     resume = get_last_checkpoint(str(work))
@@ -203,6 +213,7 @@ def train(
             },
             "selected": {"rule": config.train.select, **validator.selected(config.train.select)},
             "steps": trainer.state.global_step,
+            "rollouts": rollouts,
             "resumed_from": resume,
             "judge": {"judged": rewards.judged, "failures": rewards.failures},
         }

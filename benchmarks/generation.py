@@ -20,6 +20,33 @@ from argen.config import GenerationConfig
 from argen.generation import generate, load_model, pick_device
 
 SHAPE_DIR = Path(__file__).parent / "smollm2_shape"
+SHAPES = {
+    "135m": {},
+    "360m": {
+        "hidden_size": 960,
+        "intermediate_size": 2560,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 15,
+        "num_key_value_heads": 5,
+    },
+    "1.7b": {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+    },
+}
+"""SmolLM2 family shapes (the 135M config with these changes); speed depends on shape only."""
+
+
+def shape_config(name: str):
+    """The config of a SmolLM2 family member by size name."""
+    config = AutoConfig.from_pretrained(SHAPE_DIR)
+    for key, value in SHAPES[name].items():
+        setattr(config, key, value)
+    config.head_dim = config.hidden_size // config.num_attention_heads
+    return config
 
 
 def scenario_prompts(n: int) -> list[str]:
@@ -31,12 +58,12 @@ def scenario_prompts(n: int) -> list[str]:
     return rows[::3][:n]
 
 
-def random_model(device: torch.device):
-    """SmolLM2-135M-Instruct's architecture with random weights, and its tokenizer."""
-    config = AutoConfig.from_pretrained(SHAPE_DIR)
+def random_model(device: torch.device, shape: str = "135m"):
+    """A SmolLM2 family architecture with random weights, and its tokenizer."""
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
+    with device:
+        model = AutoModelForCausalLM.from_config(shape_config(shape), dtype=dtype).eval()
     tokenizer = AutoTokenizer.from_pretrained(SHAPE_DIR)
     tokenizer.padding_side = "left"
     return model, tokenizer
