@@ -25,6 +25,7 @@ from argen.generation import _eos_ids, encode_prompts, engine_for, generate, loa
 from benchmarks.generation import random_model, scenario_prompts
 
 BANDWIDTH_TB_S = {"H100": 3.35, "H200": 4.8}
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def timed(function) -> tuple[float, object]:
@@ -112,51 +113,112 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     )
 
 
-def agreement(n_prompts: int, new_tokens: int) -> list[dict]:
+def greedy_reference(model, tokenizer, prompts, eos, new_tokens) -> list[list[int]]:
+    padded = tokenizer.pad({"input_ids": prompts}, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(
+            **padded.to(DEVICE), max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos
+        )
+    rows = out[:, padded["input_ids"].shape[1] :].tolist()
+    return [r[: next((i + 1 for i, t in enumerate(r) if t in eos), len(r))] for r in rows]
+
+
+def forward_logprobs(model, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """Log-probabilities of `tokens` after `prompt` from one forward pass (as the trainer)."""
+    ids = torch.tensor([prompt + tokens], device=DEVICE)
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+    return logits.log_softmax(-1).gather(-1, ids[0, len(prompt) :, None])[:, 0]
+
+
+def incremental_logprobs(model, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """The same log-probabilities from transformers' own KV-cached decoding, token by token."""
+    with torch.no_grad():
+        out = model(torch.tensor([prompt], device=DEVICE), use_cache=True)
+        logits = [out.logits[0, -1]]
+        for token in tokens[:-1]:
+            out = model(
+                torch.tensor([[token]], device=DEVICE),
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
+            logits.append(out.logits[0, -1])
+    logits = torch.stack(logits).float()
+    return logits.log_softmax(-1).gather(-1, torch.tensor(tokens, device=DEVICE)[:, None])[:, 0]
+
+
+def matched(candidate: list[list[int]], reference: list[list[int]]) -> dict:
+    """Share of reference tokens before the first divergence, and identical sequences."""
+    pairs = list(zip(candidate, reference, strict=True))
+    return {
+        "tokens_before_divergence": sum(common_prefix(a, b) for a, b in pairs)
+        / sum(len(b) for _, b in pairs),
+        "identical_sequences": sum(a == b for a, b in pairs) / len(pairs),
+    }
+
+
+def agreement(n_prompts: int, new_tokens: int) -> dict:
+    """Greedy tokens and log-probabilities: engine vs transformers, float32 and bfloat16.
+
+    bfloat16 rounding alone makes two correct implementations diverge, so each bfloat16 figure
+    comes with the same figure for transformers' own bfloat16 path against float32.
+    """
     from argen.models import DEFAULT_MODEL, resolve_model
 
-    rows = []
+    models, tokenizer = {}, None
     for dtype in (torch.float32, torch.bfloat16):
-        model, tokenizer = load_model(resolve_model(DEFAULT_MODEL), torch.device("cuda"))
-        model = model.to(dtype)
-        prompts = encode_prompts(tokenizer, scenario_prompts(n_prompts))
-        eos = sorted(_eos_ids(tokenizer, model))
-        engine = engine_for(model)
-        greedy = engine.generate(prompts, new_tokens, Sampling(0), eos, tokenizer.pad_token_id)
-        padded = tokenizer.pad({"input_ids": prompts}, return_tensors="pt", padding=True)
-        with torch.no_grad():
-            out = model.generate(
-                **padded.to("cuda"), max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos
-            )
-        reference = out[:, padded["input_ids"].shape[1] :].tolist()
-        reference = [
-            r[: next((i + 1 for i, t in enumerate(r) if t in eos), len(r))] for r in reference
-        ]
-        matched = sum(common_prefix(a, b) for a, b in zip(greedy.tokens, reference, strict=True))
-        total = sum(len(r) for r in reference)
-        identical = sum(a == b for a, b in zip(greedy.tokens, reference, strict=True))
-        torch.manual_seed(0)
-        sampled = engine.generate(prompts, new_tokens, Sampling(1.0), eos, tokenizer.pad_token_id)
-        diffs = []
-        for prompt, tokens, logprobs in zip(prompts, sampled.tokens, sampled.logprobs, strict=True):
-            ids = torch.tensor([prompt + tokens], device="cuda")
-            with torch.no_grad():
-                logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
-            want = logits.log_softmax(-1).gather(-1, ids[0, len(prompt) :, None])[:, 0]
-            diffs.append((torch.tensor(logprobs, device="cuda") - want).abs())
-        diffs = torch.cat(diffs)
-        row = {
-            "dtype": str(dtype).removeprefix("torch."),
-            "greedy_tokens_matched_before_divergence": matched / total,
-            "identical_sequences": f"{identical}/{len(prompts)}",
-            "logprob_abs_diff_mean": diffs.mean().item(),
-            "logprob_abs_diff_max": diffs.max().item(),
+        model, tokenizer = load_model(resolve_model(DEFAULT_MODEL), DEVICE)
+        models[dtype] = model.to(dtype)
+    prompts = encode_prompts(tokenizer, scenario_prompts(n_prompts))
+    eos = sorted(_eos_ids(tokenizer, models[torch.float32]))
+    pad = tokenizer.pad_token_id
+    hf = {d: greedy_reference(m, tokenizer, prompts, eos, new_tokens) for d, m in models.items()}
+    engines = {d: engine_for(m) for d, m in models.items()}
+    fast = {
+        d: e.generate(prompts, new_tokens, Sampling(0), eos, pad).tokens for d, e in engines.items()
+    }
+    f32, b16 = torch.float32, torch.bfloat16
+    result = {
+        "greedy": {
+            "engine fp32 vs transformers fp32": matched(fast[f32], hf[f32]),
+            "engine bf16 vs transformers bf16": matched(fast[b16], hf[b16]),
+            "engine bf16 vs transformers fp32": matched(fast[b16], hf[f32]),
+            "transformers bf16 vs transformers fp32": matched(hf[b16], hf[f32]),
         }
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-        del model, engine
-        torch.cuda.empty_cache()
-    return rows
+    }
+    torch.manual_seed(0)
+    sampled = engines[b16].generate(prompts, new_tokens, Sampling(1.0), eos, pad)
+    diffs = {
+        "transformers cached decoding bf16 vs trainer bf16 (16 prompts)": [],
+        "engine bf16 vs trainer bf16": [],
+        "trainer bf16 vs fp32": [],
+        "engine fp32 vs trainer fp32": [],
+    }
+    torch.manual_seed(0)
+    sampled32 = engines[f32].generate(prompts, new_tokens, Sampling(1.0), eos, pad)
+    for prompt, tokens, logprobs in zip(prompts, sampled.tokens, sampled.logprobs, strict=True):
+        bf16 = forward_logprobs(models[b16], prompt, tokens)
+        fp32 = forward_logprobs(models[f32], prompt, tokens)
+        diffs["engine bf16 vs trainer bf16"].append(
+            (torch.tensor(logprobs, device=DEVICE) - bf16).abs()
+        )
+        diffs["trainer bf16 vs fp32"].append((bf16 - fp32).abs())
+        if len(diffs["trainer bf16 vs fp32"]) <= 16:
+            cached = incremental_logprobs(models[b16], prompt, tokens)
+            diffs["transformers cached decoding bf16 vs trainer bf16 (16 prompts)"].append(
+                (cached - bf16).abs()
+            )
+    for prompt, tokens, logprobs in zip(prompts, sampled32.tokens, sampled32.logprobs, strict=True):
+        fp32 = forward_logprobs(models[f32], prompt, tokens)
+        diffs["engine fp32 vs trainer fp32"].append(
+            (torch.tensor(logprobs, device=DEVICE) - fp32).abs()
+        )
+    result["logprob_abs_diff"] = {
+        name: {"mean": torch.cat(d).mean().item(), "max": torch.cat(d).max().item()}
+        for name, d in diffs.items()
+    }
+    print(json.dumps(result, indent=2), flush=True)
+    return result
 
 
 def main() -> None:
@@ -167,7 +229,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    print(f"device: {torch.cuda.get_device_name()}", flush=True)
+    print(f"device: {torch.cuda.get_device_name() if DEVICE.type == 'cuda' else 'CPU'}", flush=True)
     if args.mode == "speed":
         rows = [
             row

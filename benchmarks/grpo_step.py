@@ -25,6 +25,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOTrainer
 
 from argen.config import load_config
+from argen.judging import make_backend
+from argen.rewards import JudgeRewards
 from argen.rollouts import engine_rollouts
 from argen.train import grpo_args, training_dataset
 from benchmarks.generation import SHAPE_DIR, shape_config
@@ -92,7 +94,16 @@ def build_model(shape: str | None, on_gpu: bool):
     return model, SHAPE_DIR
 
 
-def measure(config, shape: str | None, engine: str, steps: int, on_gpu: bool) -> dict:
+def reward_setup(config, reward: str) -> tuple[list, list[float] | None]:
+    """Reward functions and weights: the stand-in length reward or the configured judge's."""
+    if reward == "length":
+        return [length_reward], None
+    weights = config.judge.weights
+    judge = JudgeRewards(make_backend(config.judge), weights.model_dump(), None)
+    return judge.functions(), [weights.ahimsa, weights.dharma, weights.helpfulness]
+
+
+def measure(config, shape: str | None, engine: str, steps: int, on_gpu: bool, reward: str) -> dict:
     """Train `steps` GRPO steps; step and generation times after the first step."""
     train = config.train
     model, tokenizer_dir = build_model(shape, on_gpu)
@@ -100,11 +111,13 @@ def measure(config, shape: str | None, engine: str, steps: int, on_gpu: bool) ->
     with tempfile.TemporaryDirectory() as tmp:
         grpo = grpo_args(config, Path(tmp) / "run", on_gpu)
         grpo.save_strategy, grpo.log_completions, grpo.report_to = "no", False, []
-        grpo.reward_weights, grpo.model_init_kwargs = None, None
+        reward_funcs, grpo.reward_weights = reward_setup(config, reward)
+        grpo.model_init_kwargs = None
+        torch.manual_seed(train.seed)
         timer, generation = StepTimer(), []
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=[length_reward],
+            reward_funcs=reward_funcs,
             args=grpo,
             train_dataset=training_dataset(prompts_frame(train.prompts_per_step * (steps + 1))),
             processing_class=tokenizer,
@@ -137,6 +150,7 @@ def measure(config, shape: str | None, engine: str, steps: int, on_gpu: bool) ->
         "generation_tokens_per_s": tokens / gen,
         "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else float("nan"),
         "reward_mean": log["reward"].dropna().tolist(),
+        "rewards": {c: log[c].dropna().tolist() for c in log if c.startswith("rewards/")},
     }
     del trainer, model
     if on_gpu:
@@ -152,6 +166,9 @@ def main() -> None:
     parser.add_argument("--shapes", default="135m")
     parser.add_argument("--engines", default="transformers,fast")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--reward", choices=["length", "judge"], default="length", help="judge: config's judge"
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     config = load_config(
@@ -170,7 +187,7 @@ def main() -> None:
     shapes = args.shapes.split(",") if args.random_weights else [None]
     for shape in shapes:
         for engine in args.engines.split(","):
-            result = measure(config, shape, engine, args.steps, on_gpu)
+            result = measure(config, shape, engine, args.steps, on_gpu, args.reward)
             base = next((r for r in results if r["shape"] == result["shape"]), result)
             result["step_speedup"] = base["step_s"] / result["step_s"]
             result["generation_speedup"] = (

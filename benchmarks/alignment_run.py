@@ -1,0 +1,74 @@
+"""A whole alignment run without an orchestrator, plus the same two models on a held-out slice.
+
+    python -m benchmarks.alignment_run --recipe gpu --name gpu-example [--set KEY=VALUE ...]
+        [--bundle out.tgz]
+
+Runs curate -> baseline evaluation -> GRPO -> merge -> aligned evaluation -> report (every
+stage content-keyed, so a repeated or resumed run reuses finished stages and resumes training
+from its last checkpoint), then evaluates the same baseline and aligned models on
+`data/holdout` (prompts written apart from `data/scenarios`, never used for training or model
+selection) and reports that comparison too. Prints the headline of both reports; `--bundle`
+packs both report folders, the training and validation logs and the aligned responses.
+"""
+
+import argparse
+import json
+import logging
+import tarfile
+from pathlib import Path
+
+from argen.config import load_config
+from argen.stages import run_curate, run_evaluate, run_pipeline, run_report
+
+log = logging.getLogger("alignment_run")
+
+HOLDOUT = Path("data/holdout")
+
+
+def holdout_split(config) -> Path:
+    """The held-out prompts curated on their own, all into one test split."""
+    held = config.model_copy(deep=True)
+    held.curate.sources = [HOLDOUT]
+    held.curate.split = held.curate.split.model_copy(
+        update={"train": 0.0, "validation": 0.0, "test": 1.0}
+    )
+    return run_curate(held) / "test.parquet"
+
+
+def headline(report: Path) -> dict:
+    summary = json.loads((report / "summary.json").read_text())
+    return {k: summary[k] for k in ("verdict", "gate") if k in summary} | {"report": str(report)}
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--recipe", default="gpu")
+    parser.add_argument("--name", default="gpu-example")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--bundle", type=Path)
+    args = parser.parse_args()
+    config = load_config(args.recipe, args.overrides)
+    paths = run_pipeline(config, args.name)
+    held = holdout_split(config)
+    held_baseline = run_evaluate(config, config.model.base, held, "baseline")
+    held_aligned = run_evaluate(config, str(paths["merge"]), held, "aligned")
+    held_report = run_report(
+        config,
+        held_baseline / "results.parquet",
+        held_aligned / "results.parquet",
+        name=f"{args.name}-holdout",
+    )
+    print(json.dumps({"test": headline(paths["report"]), "holdout": headline(held_report)}))
+    if args.bundle:
+        with tarfile.open(args.bundle, "w:gz") as tar:
+            tar.add(paths["report"], arcname="report")
+            tar.add(held_report, arcname="report-holdout")
+            for name in ("training_log.parquet", "validation_log.parquet", "manifest.json"):
+                tar.add(paths["train"] / name, arcname=f"train/{name}")
+            tar.add(paths["aligned"] / "results.parquet", arcname="aligned/results.parquet")
+            tar.add(paths["baseline"] / "results.parquet", arcname="baseline/results.parquet")
+
+
+if __name__ == "__main__":
+    main()
