@@ -408,9 +408,18 @@ def _head(x, norm, lm_head, eps: float, temperature: float, top_p: float, top_k:
         drop = ordered.softmax(-1).cumsum(-1) <= 1 - top_p
         drop[:, -1] = False
         filtered = filtered.scatter(-1, order, ordered.masked_fill(drop, -math.inf))
-    probs = filtered.softmax(-1)
-    token = (probs / torch.empty_like(probs).exponential_()).argmax(-1)  # Gumbel-max sampling
+    token = gumbel_max(filtered)
     return token, _logprob(scaled, token)
+
+
+def gumbel_max(logits: torch.Tensor) -> torch.Tensor:
+    """One token per row drawn from softmax(`logits`) (Gumbel-max; -inf logits never win).
+
+    Noise is added to logits rather than dividing probabilities by exponential noise, which
+    picks an arbitrary token whenever the noise draws an exact zero.
+    """
+    uniform = torch.rand_like(logits)  # [0, 1): u = 0 gives -inf noise, a token that never wins
+    return (logits - torch.log(-torch.log(uniform))).argmax(-1)
 
 
 def _logprob(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,7 @@ the last one, and only a finished run is moved to ``<out>``.
 
 import json
 import logging
+import math
 import os
 import shutil
 from collections.abc import Sequence
@@ -127,6 +128,19 @@ class JudgeHealthCallback(TrainerCallback):
             )
 
 
+class DivergenceGuard(TrainerCallback):
+    """Stops training at the first step whose gradient norm is not finite: the optimizer has
+    just written NaNs into the adapter, and every later step would train garbage."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        norm = (logs or {}).get("grad_norm")
+        if norm is not None and not math.isfinite(norm):
+            raise ArgenError(
+                f"training diverged at step {state.global_step} (gradient norm {norm}); "
+                "lower train.learning_rate. Checkpoints before it are kept for inspection."
+            )
+
+
 def configure_wandb(train: TrainConfig, work: Path) -> None:
     """wandb offline under the run's directory unless the user chose online (or disabled)."""
     os.environ.setdefault("WANDB_PROJECT", train.wandb_project)
@@ -178,7 +192,7 @@ def train(
             target_modules=lora.target_modules,
             task_type="CAUSAL_LM",
         ),
-        callbacks=[JudgeHealthCallback(rewards), validator, *callbacks],
+        callbacks=[JudgeHealthCallback(rewards), DivergenceGuard(), validator, *callbacks],
         rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
     validator.trainer = trainer

@@ -1,14 +1,16 @@
 """The fast engine against plain transformers, on CPU in float32 with the packaged model."""
 
 import copy
+import math
 
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
+from scipy import stats
 from transformers import AutoConfig
 
 from argen.config import GenerationConfig
-from argen.engine import Engine, Sampling, merged_weights, unsupported_reason
+from argen.engine import Engine, Sampling, gumbel_max, merged_weights, unsupported_reason
 from argen.errors import ArgenError
 from argen.generation import _eos_ids, encode_prompts, generate, load_model, wants_engine
 
@@ -141,3 +143,14 @@ def test_engine_choice(loaded, default_model_dir):
         wants_engine("fast", other, on_gpu=True)
     with pytest.raises(ArgenError, match="positions"):
         Engine.for_model(model).generate([[1] * 9000], 8, Sampling(0), [2], 2)
+
+
+def test_gumbel_max_draws_from_the_softmax():
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -math.inf])
+    torch.manual_seed(0)
+    draws = gumbel_max(logits.expand(200_000, -1).contiguous())
+    counts = torch.bincount(draws, minlength=5)
+    assert counts[4] == 0  # a filtered-out token is never drawn
+    expected = logits.double().softmax(-1)[:4] * len(draws)
+    chi2 = stats.chisquare(counts[:4].double().numpy(), expected.double().numpy())
+    assert chi2.pvalue > 0.001

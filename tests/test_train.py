@@ -6,12 +6,12 @@ import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, TrainerCallback
+from transformers import AutoModelForCausalLM, TrainerCallback, TrainerState
 
 from argen.config import load_config
 from argen.errors import ArgenError
 from argen.merge import merge
-from argen.train import batch_shape, train
+from argen.train import DivergenceGuard, batch_shape, train
 from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
@@ -171,3 +171,10 @@ def test_judge_failing_everything_stops_early(default_model_dir, tmp_path, monke
             tmp_path / "o",
         )
     assert not (tmp_path / "o").exists()
+
+
+def test_divergence_guard_stops_at_a_non_finite_gradient_norm():
+    state = TrainerState(global_step=7)
+    DivergenceGuard().on_log(None, state, None, logs={"grad_norm": 0.5, "loss": 1.0})
+    with pytest.raises(ArgenError, match="diverged at step 7"):
+        DivergenceGuard().on_log(None, state, None, logs={"grad_norm": float("nan")})
