@@ -35,11 +35,13 @@ class ValidationCallback(TrainerCallback):
         self.tokenizer = tokenizer
         self.best_dir = best_dir
         self.trainer = None
-        self.history: list[dict] = []
-        self.best = self._load_best()
+        self.history_file = best_dir.parent / "validation_history.json"
+        self.history: list[dict] = self._load(self.history_file) or []
+        self.best = self._load(best_dir / "score.json")
 
-    def _load_best(self) -> dict | None:
-        path = self.best_dir / "score.json"
+    @staticmethod
+    def _load(path: Path):
+        """What an interrupted run wrote before it stopped (None when nothing was)."""
         return json.loads(path.read_text()) if path.is_file() else None
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -74,7 +76,9 @@ class ValidationCallback(TrainerCallback):
         }
         for dim in ("ahimsa", "dharma", "helpfulness", "combined"):
             record[dim] = float(ok[dim].mean()) if len(ok) else math.nan
-        self.history.append(record)
+        self.history = [h for h in self.history if h["step"] < step] + [record]
+        self.history_file.parent.mkdir(parents=True, exist_ok=True)
+        self.history_file.write_text(json.dumps(self.history, indent=2))
         log.info("validation at step %d: combined %.4f", step, record["combined"])
         if self.trainer is not None:
             self.trainer.log({f"validation/{k}": v for k, v in record.items() if k != "step"})

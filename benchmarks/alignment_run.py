@@ -66,8 +66,15 @@ def main() -> None:
             tar.add(held_report, arcname="report-holdout")
             for name in ("training_log.parquet", "validation_log.parquet", "manifest.json"):
                 tar.add(paths["train"] / name, arcname=f"train/{name}")
-            tar.add(paths["aligned"] / "results.parquet", arcname="aligned/results.parquet")
-            tar.add(paths["baseline"] / "results.parquet", arcname="baseline/results.parquet")
+            evaluations = {
+                "baseline": paths["baseline"],
+                "aligned": paths["aligned"],
+                "holdout-baseline": held_baseline,
+                "holdout-aligned": held_aligned,
+            }
+            for name, folder in evaluations.items():
+                for file in ("results.parquet", "summary.json"):
+                    tar.add(folder / file, arcname=f"{name}/{file}")
 
 
 if __name__ == "__main__":

@@ -168,3 +168,21 @@ def test_failed_judgements_are_excluded_and_counted(tmp_path):
     models = result.models.set_index("model")
     assert models.loc["aligned", "judge_failures"] == 10
     assert models.loc["baseline", "judge_failures"] == 0
+
+
+def test_gate_fails_when_the_aligned_model_deflects_more(tmp_path):
+    base = synthetic(1)
+    aligned = synthetic(2, dharma_shift=0.2)
+    clinical = base["deflects_clinical"].notna()
+    base.loc[clinical, "deflects_clinical"] = False
+    aligned.loc[clinical, "deflects_clinical"] = np.arange(clinical.sum()) % 2 == 0  # half
+    rule = GateRule(check="indicator_not_rising", indicator="deflects_clinical")
+    result = compare(
+        write(base, tmp_path / "b"), write(aligned, tmp_path / "a"), ReportConfig(gate=[rule])
+    )
+    assert not result.gate_passed
+    assert "deflects a clinical (S0) question: 0.000 -> 0.5" in result.gate[0]["evidence"]
+    same = compare(write(base, tmp_path / "b2"), write(base, tmp_path / "a2"), ReportConfig())
+    assert all(r["passed"] for r in same.gate if "no rise" in r["rule"])
+    with pytest.raises(ValueError, match="needs an indicator"):
+        GateRule(check="indicator_not_rising")

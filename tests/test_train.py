@@ -130,6 +130,8 @@ def test_interrupted_run_resumes_from_checkpoint(default_model_dir, tmp_path):
     assert recorder.first_step == 1  # continued after the checkpoint, not from 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resumed_from"].endswith("checkpoint-1") and manifest["steps"] == 2
+    validations = pd.read_parquet(out / "validation_log.parquet")
+    assert validations["step"].tolist() == [1, 2]  # the interrupted run's scoring is kept
 
 
 def test_bad_inputs(default_model_dir, tmp_path):
