@@ -181,7 +181,8 @@ def test_gate_fails_when_the_aligned_model_deflects_more(tmp_path):
         write(base, tmp_path / "b"), write(aligned, tmp_path / "a"), ReportConfig(gate=[rule])
     )
     assert not result.gate_passed
-    assert "deflects a clinical (S0) question: 0.000 -> 0.5" in result.gate[0]["evidence"]
+    assert "deflects a clinical (S0) question" in result.gate[0]["rule"]
+    assert "rate 0.000 -> 0.5" in result.gate[0]["evidence"]
     same = compare(write(base, tmp_path / "b2"), write(base, tmp_path / "a2"), ReportConfig())
     assert all(r["passed"] for r in same.gate if "no rise" in r["rule"])
     with pytest.raises(ValueError, match="needs an indicator"):
