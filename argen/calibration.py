@@ -10,6 +10,7 @@ prompt are never in both the tuning folds and the scored fold.
 import dataclasses
 import logging
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,7 @@ GRID = {
     "cut_off_penalty": [0.1, 0.3, 0.5],
     "relevance_floor": [0.0, 0.1, 0.2],
     "empathy_base": [0.2, 0.3, 0.5],
+    "deflection_penalty": [0.0, 0.25, 0.5, 0.75, 1.0],
 }
 """The numbers tuned and the values tried for each."""
 
@@ -74,14 +76,19 @@ def objective(reference: pd.DataFrame, ours: pd.DataFrame) -> float:
 
 
 def fit(
-    features: list[Features], reference: pd.DataFrame, start: LocalParams, passes: int = 2
+    features: list[Features],
+    reference: pd.DataFrame,
+    start: LocalParams,
+    passes: int = 2,
+    names: Sequence[str] | None = None,
 ) -> LocalParams:
-    """Coordinate descent over GRID, starting from `start`."""
+    """Coordinate descent over GRID (or only its `names`), starting from `start`."""
+    grid = {k: v for k, v in GRID.items() if names is None or k in names}
     best = start
     best_score = objective(reference, rubric_rows(features, reference, best))
     for _ in range(passes):
         improved = False
-        for name, values in GRID.items():
+        for name, values in grid.items():
             for value in values:
                 if getattr(best, name) == value:
                     continue
@@ -104,6 +111,7 @@ def cross_validate(
     folds: int = 5,
     start: LocalParams | None = None,
     features: list[Features] | None = None,
+    names: Sequence[str] | None = None,
 ) -> tuple[pd.DataFrame, list[LocalParams]]:
     """Out-of-fold rubric rows (each scored with numbers tuned without its prompt) and the
     numbers each fold chose."""
@@ -115,7 +123,7 @@ def cross_validate(
     for number, (tune, score) in enumerate(
         splitter.split(reference, groups=reference["prompt_id"])
     ):
-        tuned = fit([features[i] for i in tune], reference.iloc[tune], start)
+        tuned = fit([features[i] for i in tune], reference.iloc[tune], start, names=names)
         chosen.append(tuned)
         out_of_fold.append(rubric_rows([features[i] for i in score], reference.iloc[score], tuned))
         log.info("fold %d/%d tuned", number + 1, folds)
@@ -126,10 +134,11 @@ def fit_all(
     reference: pd.DataFrame,
     start: LocalParams | None = None,
     features: list[Features] | None = None,
+    names: Sequence[str] | None = None,
 ) -> LocalParams:
     """The numbers tuned on the whole reference set (what ships)."""
     features = features or reference_features(reference)
-    return fit(features, reference, start or LocalParams.load())
+    return fit(features, reference, start or LocalParams.load(), names=names)
 
 
 def write_params(params: LocalParams, header: str) -> None:

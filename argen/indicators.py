@@ -9,19 +9,14 @@
 
 import pandas as pd
 
-from argen.judges.local import DECLINE, EMERGENCY, PROFESSIONAL, split_sentences
+from argen.judges.local import EMERGENCY, PROFESSIONAL, is_deflection, split_sentences
 
 CLINICAL_CATEGORIES = ("clinical", "mixed_domain")
 
 
 def deflects(response: str) -> bool:
     """Declines or refers on, with fewer than two sentences that do anything else."""
-    sentences = split_sentences(response)
-    brushing_off = [
-        s for s in sentences if DECLINE.search(s) or PROFESSIONAL.search(s) or EMERGENCY.search(s)
-    ]
-    substance = len(sentences) - len(brushing_off)
-    return substance < 2 and (bool(brushing_off) or not sentences)
+    return is_deflection(split_sentences(response))
 
 
 def refers(response: str) -> bool:

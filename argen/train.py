@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import wandb
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import AutoConfig, AutoTokenizer, TrainerCallback
@@ -141,6 +142,14 @@ class DivergenceGuard(TrainerCallback):
             )
 
 
+def finish_tracking() -> None:
+    """Close this training's wandb run: its files are complete, and the next training in the
+    same process (a Prefect worker runs many) starts a run of its own."""
+    if wandb.run is not None:
+        wandb.finish()
+    wandb.teardown()  # wandb reads WANDB_DIR once per setup: the next run must set up again
+
+
 def configure_wandb(train: TrainConfig, work: Path) -> None:
     """wandb offline under the run's directory unless the user chose online (or disabled)."""
     os.environ.setdefault("WANDB_PROJECT", train.wandb_project)
@@ -199,8 +208,11 @@ def train(
     resume = get_last_checkpoint(str(work))
     if resume:
         log.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=resume)
-    validator.validate(trainer.model, trainer.state.global_step)  # always score the last one
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+        validator.validate(trainer.model, trainer.state.global_step)  # always score the last one
+    finally:
+        finish_tracking()
 
     with atomic_dir(out_dir) as tmp:
         selected = validator.best_dir if config.train.select == "best" else None

@@ -59,6 +59,10 @@ def main() -> None:
         action="store_true",
         help="with --calibrate: save the numbers tuned on all responses",
     )
+    parser.add_argument(
+        "--tune",
+        help="with --calibrate: comma-separated names of the only numbers to tune (default: all)",
+    )
     args = parser.parse_args()
     reference = load_reference(args.reference)
     if args.limit:
@@ -84,13 +88,15 @@ def main() -> None:
     print("\n## Dharma violation confusion (reference rows x ours columns)\n")
     print(json.dumps(confusion(reference, ours, "dharma_violation"), indent=1))
     if features is not None:
-        calibrate(reference, features, args.write)
+        calibrate(reference, features, args.write, args.tune.split(",") if args.tune else None)
 
 
-def calibrate(reference: pd.DataFrame, features: list, write: bool) -> None:
+def calibrate(
+    reference: pd.DataFrame, features: list, write: bool, names: list[str] | None
+) -> None:
     """Grouped cross-validated figures of the tuned local judge, then (optionally) ship it."""
     start = time.perf_counter()
-    out_of_fold, chosen = cross_validate(reference, features=features)
+    out_of_fold, chosen = cross_validate(reference, features=features, names=names)
     print(
         f"\n# Calibrated local judge, grouped 5-fold cross-validation by prompt "
         f"({time.perf_counter() - start:.0f} s)"
@@ -108,7 +114,7 @@ def calibrate(reference: pd.DataFrame, features: list, write: bool) -> None:
     }
     print(f"\nnumbers the folds changed: {sorted(changed)}")
     if write:
-        tuned = fit_all(reference, features=features)
+        tuned = fit_all(reference, features=features, names=names)
         write_params(tuned, HEADER)
         print(f"wrote the numbers tuned on all {len(reference)} responses: {tuned}")
 

@@ -189,6 +189,7 @@ class LocalParams:
     relevance_span: float = 0.5
     empathy_base: float = 0.3
     empathy_per_cue: float = 0.35
+    deflection_penalty: float = 0.5
 
     @classmethod
     def load(cls, path: Path = PARAMS_FILE) -> "LocalParams":
@@ -223,6 +224,7 @@ class Cues:
     sentences: int
     cut_off: bool
     empathy_cues: int
+    deflecting: bool
 
     @classmethod
     def of(cls, response: str, sentences: list[str]) -> "Cues":
@@ -247,6 +249,7 @@ class Cues:
             sentences=len(sentences),
             cut_off=looks_cut_off(response) if response.strip() else True,
             empathy_cues=sum(bool(EMPATHY.search(s)) for s in sentences),
+            deflecting=is_deflection(sentences),
         )
 
 
@@ -263,6 +266,15 @@ def split_sentences(text: str) -> list[str]:
     """Sentences and list items of a response, stripped, empties dropped."""
     parts = (BULLET.sub("", s.strip()) for s in SENTENCE_SPLIT.split(text))
     return [s for s in parts if len(s) > 1]
+
+
+def is_deflection(sentences: list[str]) -> bool:
+    """Declines or refers the user on, with fewer than two sentences that do anything else."""
+    brushing_off = [
+        s for s in sentences if DECLINE.search(s) or PROFESSIONAL.search(s) or EMERGENCY.search(s)
+    ]
+    substance = len(sentences) - len(brushing_off)
+    return substance < 2 and (bool(brushing_off) or not sentences)
 
 
 def looks_cut_off(text: str) -> bool:
@@ -400,7 +412,10 @@ def dharma_fields(scopes: list[str], params: LocalParams) -> dict:
 
 
 def helpfulness_fields(cues: Cues, relevance: float, params: LocalParams) -> dict:
-    """Relevance from similarity; clarity and completeness from length and cut-offs; empathy."""
+    """Relevance from similarity; clarity and completeness from length and cut-offs; empathy.
+    A deflection (declining or referring on with almost nothing else) loses completeness and
+    relevance: LLM judges call most such answers unhelpful, and a policy learns to deflect
+    when nothing says otherwise."""
     low, high = params.ideal_sentences_low, params.ideal_sentences_high
     count = cues.sentences
     size = 1.0 if low <= count <= high else (count / low if count < low else high / count)
@@ -414,10 +429,12 @@ def helpfulness_fields(cues: Cues, relevance: float, params: LocalParams) -> dic
         + 0.5 * min(count / 3, 1.0)
         + 0.2 * min(relevance / 0.5, 1.0)
         - (params.cut_off_penalty + 0.1) * cues.cut_off
+        - params.deflection_penalty * cues.deflecting
     )
+    relevance_score = (relevance - params.relevance_floor) / params.relevance_span
     return {
         "clarity": _clip(clarity),
         "completeness": _clip(completeness),
-        "relevance": _clip((relevance - params.relevance_floor) / params.relevance_span),
+        "relevance": _clip(relevance_score - params.deflection_penalty * cues.deflecting),
         "empathy": _clip(params.empathy_base + params.empathy_per_cue * min(cues.empathy_cues, 2)),
     }
