@@ -79,8 +79,8 @@ def merged_weights(model) -> dict[str, torch.Tensor]:
 
 
 def _plain_name(name: str) -> str:
-    name = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
-    return name
+    """A peft parameter's name as the plain model has it."""
+    return name.removeprefix("base_model.model.").replace(".base_layer.", ".")
 
 
 @dataclass
