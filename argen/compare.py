@@ -154,6 +154,19 @@ def effect_size(delta: np.ndarray) -> float:
     return float(np.mean(delta) / np.std(delta, ddof=1))
 
 
+def paired_table(base: np.ndarray, aligned: np.ndarray) -> list[list[int]]:
+    """2x2 counts of paired flags: rows baseline yes/no, columns aligned yes/no."""
+    return [
+        [int((base & aligned).sum()), int((base & ~aligned).sum())],
+        [int((~base & aligned).sum()), int((~base & ~aligned).sum())],
+    ]
+
+
+def mcnemar_p(table: list[list[int]]) -> float:
+    """McNemar's exact test on a paired 2x2 table."""
+    return float(mcnemar(table, exact=True).pvalue)
+
+
 def violation_stats(paired: pd.DataFrame, with_p: bool = True) -> pd.DataFrame:
     """Both violation rates with Wilson 95% intervals, and McNemar's exact test."""
     ok = paired[paired["both_ok"]]
@@ -166,11 +179,8 @@ def violation_stats(paired: pd.DataFrame, with_p: bool = True) -> pd.DataFrame:
         a_low, a_high = (
             proportion_confint(aligned.sum(), n, method="wilson") if n else (math.nan,) * 2
         )
-        table = [
-            [int((base & aligned).sum()), int((base & ~aligned).sum())],
-            [int((~base & aligned).sum()), int((~base & ~aligned).sum())],
-        ]
-        p = float(mcnemar(table, exact=True).pvalue) if with_p and n else math.nan
+        table = paired_table(base, aligned)
+        p = mcnemar_p(table) if with_p and n else math.nan
         rows.append(
             {
                 "violation": name.removesuffix("_violation"),
@@ -246,12 +256,8 @@ def indicator_stats(paired: pd.DataFrame) -> pd.DataFrame:
                 f"{label}_high": high,
             }
         both = paired[[f"{column}_base", f"{column}_aligned"]].dropna().astype(bool)
-        base, aligned = both.iloc[:, 0].to_numpy(), both.iloc[:, 1].to_numpy()
-        table = [
-            [int((base & aligned).sum()), int((base & ~aligned).sum())],
-            [int((~base & aligned).sum()), int((~base & ~aligned).sum())],
-        ]
-        row["p_mcnemar"] = float(mcnemar(table, exact=True).pvalue) if len(both) else math.nan
+        table = paired_table(both.iloc[:, 0].to_numpy(), both.iloc[:, 1].to_numpy())
+        row["p_mcnemar"] = mcnemar_p(table) if len(both) else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
 

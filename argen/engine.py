@@ -245,8 +245,8 @@ class Engine:
         return batch
 
     def _capture(self, batch: _Batch) -> None:
-        """Compile (warm-up on a side stream) and capture one decode step as a CUDA graph."""
-        batch.slot.fill_(batch.key_valid.shape[1] - 1)
+        """Compile (warm-up on a side stream) and capture one decode step as a CUDA graph.
+        Warm-up steps write at the cache's last slot and output 0; prefill resets both."""
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -426,12 +426,16 @@ def _logprob(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
     return logits.log_softmax(-1).gather(-1, token[:, None])[:, 0]
 
 
+def completion_length(tokens: list[int], eos_ids) -> int:
+    """Tokens up to and including the first end-of-sequence token (all when none ends it)."""
+    return next((i + 1 for i, t in enumerate(tokens) if t in eos_ids), len(tokens))
+
+
 def _decoded(batch: _Batch, steps: int, eos_ids: set[int]) -> Decoded:
     tokens = batch.out_tokens[:, :steps].tolist()
     logprobs = batch.out_logprobs[:, :steps].tolist()
-    kept_tokens, kept_logprobs = [], []
-    for row, row_logprobs in zip(tokens, logprobs, strict=True):
-        end = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
-        kept_tokens.append(row[:end])
-        kept_logprobs.append(row_logprobs[:end])
-    return Decoded(kept_tokens, kept_logprobs)
+    ends = [completion_length(row, eos_ids) for row in tokens]
+    return Decoded(
+        [row[:end] for row, end in zip(tokens, ends, strict=True)],
+        [row[:end] for row, end in zip(logprobs, ends, strict=True)],
+    )

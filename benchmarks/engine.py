@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from argen.config import GenerationConfig
-from argen.engine import Sampling
+from argen.engine import Sampling, completion_length
 from argen.generation import _eos_ids, encode_prompts, engine_for, generate, load_model
 from benchmarks.generation import random_model, scenario_prompts
 
@@ -120,7 +120,7 @@ def greedy_reference(model, tokenizer, prompts, eos, new_tokens) -> list[list[in
             **padded.to(DEVICE), max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos
         )
     rows = out[:, padded["input_ids"].shape[1] :].tolist()
-    return [r[: next((i + 1 for i, t in enumerate(r) if t in eos), len(r))] for r in rows]
+    return [r[: completion_length(r, eos)] for r in rows]
 
 
 def forward_logprobs(model, prompt: list[int], tokens: list[int]) -> torch.Tensor:

@@ -10,7 +10,14 @@ from scipy import stats
 from transformers import AutoConfig
 
 from argen.config import GenerationConfig
-from argen.engine import Engine, Sampling, gumbel_max, merged_weights, unsupported_reason
+from argen.engine import (
+    Engine,
+    Sampling,
+    completion_length,
+    gumbel_max,
+    merged_weights,
+    unsupported_reason,
+)
 from argen.errors import ArgenError
 from argen.generation import _eos_ids, encode_prompts, generate, load_model, wants_engine
 
@@ -36,7 +43,7 @@ def reference(model, tokenizer, prompts, eos, new_tokens):
     with torch.no_grad():
         out = model.generate(**padded, max_new_tokens=new_tokens, do_sample=False, eos_token_id=eos)
     rows = out[:, padded["input_ids"].shape[1] :].tolist()
-    return [r[: next((i + 1 for i, t in enumerate(r) if t in eos), len(r))] for r in rows]
+    return [r[: completion_length(r, eos)] for r in rows]
 
 
 def recomputed_logprobs(model, prompt, completion, temperature=1.0):
