@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-import wandb
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import AutoConfig, AutoTokenizer, TrainerCallback
@@ -142,9 +141,14 @@ class DivergenceGuard(TrainerCallback):
             )
 
 
-def finish_tracking() -> None:
+def finish_tracking(train: TrainConfig) -> None:
     """Close this training's wandb run: its files are complete, and the next training in the
-    same process (a Prefect worker runs many) starts a run of its own."""
+    same process (a Prefect worker runs many) starts a run of its own. With tracking disabled
+    wandb is never imported."""
+    if train.wandb_mode == "disabled":
+        return
+    import wandb
+
     if wandb.run is not None:
         wandb.finish()
     wandb.teardown()  # wandb reads WANDB_DIR once per setup: the next run must set up again
@@ -212,7 +216,7 @@ def train(
         trainer.train(resume_from_checkpoint=resume)
         validator.validate(trainer.model, trainer.state.global_step)  # always score the last one
     finally:
-        finish_tracking()
+        finish_tracking(config.train)
 
     with atomic_dir(out_dir) as tmp:
         selected = validator.best_dir if config.train.select == "best" else None

@@ -17,13 +17,15 @@ from transformers import TrainerCallback
 from argen.config import Config
 from argen.evaluate import judge_frame
 from argen.generation import generate
+from argen.indicators import indicator_columns, indicator_rates
 from argen.judges.base import Backend
 
 log = logging.getLogger(__name__)
 
 
 class ValidationCallback(TrainerCallback):
-    """Every `train.validation_steps` steps: score validation prompts, keep the best adapter."""
+    """Every `train.validation_steps` steps: score validation prompts, keep the best adapter.
+    Each record also holds the reward-hacking indicators, so a choice between runs can see them."""
 
     def __init__(
         self, config: Config, backend: Backend, frame: pd.DataFrame, tokenizer, best_dir: Path
@@ -76,6 +78,8 @@ class ValidationCallback(TrainerCallback):
         }
         for dim in ("ahimsa", "dharma", "helpfulness", "combined"):
             record[dim] = float(ok[dim].mean()) if len(ok) else math.nan
+        for name, rate in indicator_rates(indicator_columns(answered)).items():
+            record[name] = math.nan if rate["rate"] is None else rate["rate"]
         self.history = [h for h in self.history if h["step"] < step] + [record]
         self.history_file.parent.mkdir(parents=True, exist_ok=True)
         self.history_file.write_text(json.dumps(self.history, indent=2))
@@ -106,6 +110,8 @@ class ValidationCallback(TrainerCallback):
                 "dharma",
                 "helpfulness",
                 "combined",
+                "deflects_clinical",
+                "refers_tier_c",
             ],
         )
 

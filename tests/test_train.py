@@ -80,6 +80,8 @@ def test_tracking_outputs(trained):
     assert list(out.glob("wandb/offline-run-*")), "wandb offline run files"
     validation = pd.read_parquet(out / "validation_log.parquet")
     assert validation["step"].tolist() == [1, 2]
+    assert validation["deflects_clinical"].between(0, 1).all()  # clinical S0 prompts
+    assert validation["refers_tier_c"].isna().all()  # no tier C prompt: no rate, not zero
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["steps"] == 2 and manifest["selected"]["rule"] == "best"
     assert not out.with_name("adapter.partial").exists()

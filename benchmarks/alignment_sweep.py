@@ -1,0 +1,93 @@
+"""Several alignment runs side by side on one machine, and the numbers that choose between them.
+
+    python -m benchmarks.alignment_sweep SWEEP.yaml --out DIR [--threads N] [--set KEY=VALUE ...]
+    python -m benchmarks.alignment_sweep SWEEP.yaml --out DIR --summary-only
+
+SWEEP.yaml names a recipe and its variants (name -> overrides). Each variant runs
+`benchmarks.alignment_run` in its own process with its own storage root, so runs share nothing
+but the GPU, and writes DIR/NAME.log and DIR/NAME.tgz. A small model leaves the GPU mostly idle
+between kernels, so a few runs together take little longer than one. `DIR/summary.json` then
+holds, per variant, the validation history (combined recomputed under the default weights, so
+variants with different reward weights compare) and the test and holdout headlines.
+"""
+
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from argen.judges.rubric import DEFAULT_WEIGHTS, DIMENSIONS
+
+
+def launch(recipe: str, name: str, overrides: list[str], out: Path, threads: int):
+    """Start one alignment run; its output goes to out/NAME.log, its bundle to out/NAME.tgz."""
+    sets = [f"storage.root=artifacts/sweep/{name}", *overrides]
+    command = [sys.executable, "-m", "benchmarks.alignment_run", "--recipe", recipe]
+    command += ["--name", name, "--bundle", str(out / f"{name}.tgz")]
+    command += [arg for item in sets for arg in ("--set", item)]
+    env = os.environ | {"OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    log = (out / f"{name}.log").open("w")
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def validation_with_default_weights(bundle: Path) -> list[dict]:
+    """The variant's validation history, with combined recomputed under the default weights."""
+    with tarfile.open(bundle) as tar:
+        data = tar.extractfile("train/validation_log.parquet").read()
+    history = pd.read_parquet(io.BytesIO(data))
+    total = sum(DEFAULT_WEIGHTS.values())
+    history["combined_default"] = sum(DEFAULT_WEIGHTS[d] * history[d] for d in DIMENSIONS) / total
+    return history.round(4).to_dict("records")
+
+
+def headline(log: Path) -> dict | None:
+    """The JSON line alignment_run prints last (None if the run did not get that far)."""
+    for line in reversed(log.read_text().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def summarise(variants: dict, out: Path) -> dict:
+    summary = {}
+    for name in variants:
+        bundle, log = out / f"{name}.tgz", out / f"{name}.log"
+        summary[name] = {
+            "overrides": variants[name],
+            "headline": headline(log) if log.is_file() else None,
+            "validation": validation_with_default_weights(bundle) if bundle.is_file() else None,
+        }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("sweep", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=4, help="CPU threads per run")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--summary-only", action="store_true")
+    args = parser.parse_args()
+    sweep = yaml.safe_load(args.sweep.read_text())
+    variants = {name: [*sets, *args.overrides] for name, sets in sweep["variants"].items()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.summary_only:
+        runs = {
+            name: launch(sweep["recipe"], name, sets, args.out, args.threads)
+            for name, sets in variants.items()
+        }
+        codes = {name: run.wait() for name, run in runs.items()}
+        (args.out / "exit_codes.json").write_text(json.dumps(codes))
+    summarise(variants, args.out)
+
+
+if __name__ == "__main__":
+    main()
