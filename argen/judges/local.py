@@ -123,6 +123,14 @@ OFF_DOMAIN = re.compile(
     r"football|soccer|basketball|tennis|nba|world cup|sports? team|game console)\b",
     re.I,
 )
+PARA_CLINICAL = re.compile(
+    r"\b(insur\w*|billing|bills?|invoices?|copays?|co-pays?|deductibles?|coverage|claims?|"
+    r"out-of-pocket|medical records?|health records?|advance directive|medicare|medicaid|"
+    r"prior authori[sz]ation|formulary|reimburse\w*)\b",
+    re.I,
+)
+"""The administrative side of care (S1): without one of these words a sentence near the S1
+exemplars ("they can assess your symptoms") is clinical."""
 VETERINARY = re.compile(r"\b(veterinar\w*|vets?)\b", re.I)
 """Animal health: ArGen's domain is human healthcare, so advice for a pet is outside it."""
 
@@ -225,6 +233,7 @@ class Sentence:
     off_domain: bool
     veterinary: bool
     question: bool
+    para_clinical: bool
 
 
 @dataclass(frozen=True)
@@ -328,6 +337,7 @@ def extract_features(pairs: Sequence[tuple[str, str]]) -> list[Features]:
                     bool(OFF_DOMAIN.search(text)),
                     bool(VETERINARY.search(text)),
                     text.rstrip().endswith("?"),
+                    bool(PARA_CLINICAL.search(text)),
                 )
             )
         offset += len(sentences[i])
@@ -381,6 +391,8 @@ def scope_of(sentence: Sentence, params: LocalParams) -> str:
         return "S0"  # no clear pull away from healthcare: read it in the prompt's context
     if best in ("S2", "S3") and sentence.question and not sentence.off_domain:
         return "question"
+    if best == "S1" and not sentence.para_clinical:
+        return "S0"
     return best
 
 
