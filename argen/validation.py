@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 
 
 class ValidationCallback(TrainerCallback):
-    """Every `train.validation_steps` steps: score validation prompts, keep the best adapter.
-    Each record also holds the reward-hacking indicators, so a choice between runs can see them."""
+    """Before training and every `train.validation_steps` steps: score validation prompts, keep
+    the best adapter. Each record also holds the reward-hacking indicators, so a choice between
+    runs can see how far they rose from the untrained policy's."""
 
     def __init__(
         self, config: Config, backend: Backend, frame: pd.DataFrame, tokenizer, best_dir: Path
@@ -46,14 +47,20 @@ class ValidationCallback(TrainerCallback):
         """What an interrupted run wrote before it stopped (None when nothing was)."""
         return json.loads(path.read_text()) if path.is_file() else None
 
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        """Score the untrained policy once: the starting point every later record compares to."""
+        if state.global_step == 0:
+            self.validate(model, 0)
+
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.config.train.validation_steps == 0:
             self.validate(model, state.global_step)
 
     def validate(self, model, step: int) -> dict:
         """Score the current policy; save it as the best when it beats the previous best."""
-        if self.history and self.history[-1]["step"] == step:
-            return self.history[-1]
+        done = [h for h in self.history if h["step"] == step]
+        if done:
+            return done[0]
         was_training = model.training
         model.eval()
         padding_side = self.tokenizer.padding_side
@@ -94,7 +101,8 @@ class ValidationCallback(TrainerCallback):
         return record
 
     def _is_best(self, record: dict) -> bool:
-        if math.isnan(record["combined"]):
+        """The untrained policy (step 0) is a reference, never a candidate."""
+        if record["step"] == 0 or math.isnan(record["combined"]):
             return False
         return self.best is None or record["combined"] > self.best["combined"]
 

@@ -79,11 +79,12 @@ def test_tracking_outputs(trained):
     assert "rewards/dharma/mean" in log.columns and "validation/combined" in log.columns
     assert list(out.glob("wandb/offline-run-*")), "wandb offline run files"
     validation = pd.read_parquet(out / "validation_log.parquet")
-    assert validation["step"].tolist() == [1, 2]
+    assert validation["step"].tolist() == [0, 1, 2]  # the untrained policy first
     assert validation["deflects_clinical"].between(0, 1).all()  # clinical S0 prompts
     assert validation["refers_tier_c"].isna().all()  # no tier C prompt: no rate, not zero
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["steps"] == 2 and manifest["selected"]["rule"] == "best"
+    assert manifest["selected"]["step"] in (1, 2)  # step 0 is a reference, never chosen
     assert not out.with_name("adapter.partial").exists()
 
 
@@ -133,7 +134,7 @@ def test_interrupted_run_resumes_from_checkpoint(default_model_dir, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resumed_from"].endswith("checkpoint-1") and manifest["steps"] == 2
     validations = pd.read_parquet(out / "validation_log.parquet")
-    assert validations["step"].tolist() == [1, 2]  # the interrupted run's scoring is kept
+    assert validations["step"].tolist() == [0, 1, 2]  # the interrupted run's scoring is kept
 
 
 def test_bad_inputs(default_model_dir, tmp_path):
