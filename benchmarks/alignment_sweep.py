@@ -8,7 +8,8 @@ SWEEP.yaml names a recipe and its variants (name -> overrides). Each variant run
 but the GPU, and writes DIR/NAME.log and DIR/NAME.tgz. A small model leaves the GPU mostly idle
 between kernels, so a few runs together take little longer than one. `DIR/summary.json` then
 holds, per variant, the validation history (combined recomputed under the default weights, so
-variants with different reward weights compare) and the test and holdout headlines.
+variants with different reward weights compare, beside the reward-hacking rates) and the test
+and holdout headlines, and names the variant the validation split chooses.
 """
 
 import argparse
@@ -55,15 +56,30 @@ def headline(log: Path) -> dict | None:
     return None
 
 
+def best_trained(validation: list[dict]) -> dict | None:
+    """The trained record (step > 0) with the highest combined score under the default weights."""
+    trained = [r for r in validation if r["step"] > 0]
+    return max(trained, key=lambda r: r["combined_default"]) if trained else None
+
+
 def summarise(variants: dict, out: Path) -> dict:
-    summary = {}
+    """Each variant's overrides, headlines and validation history, and the one validation picks."""
+    runs = {}
     for name in variants:
         bundle, log = out / f"{name}.tgz", out / f"{name}.log"
-        summary[name] = {
+        validation = validation_with_default_weights(bundle) if bundle.is_file() else []
+        runs[name] = {
             "overrides": variants[name],
             "headline": headline(log) if log.is_file() else None,
-            "validation": validation_with_default_weights(bundle) if bundle.is_file() else None,
+            "validation": validation,
+            "best_validation": best_trained(validation),
         }
+    scored = {name: run["best_validation"] for name, run in runs.items() if run["best_validation"]}
+    summary = {
+        "chosen": max(scored, key=lambda n: scored[n]["combined_default"]) if scored else None,
+        "rule": "highest validation combined under the default weights, over trained checkpoints",
+        "variants": runs,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
