@@ -25,10 +25,13 @@ def encoder():
 
 
 def embed(texts: list[str], batch_size: int = 64) -> np.ndarray:
-    """Unit-length float32 embeddings, one row per text (cosine similarity is a dot product)."""
+    """Unit-length float32 embeddings, one row per text (cosine similarity is a dot product).
+    Each distinct text is encoded once: a GRPO batch repeats every prompt per completion."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
+    unique = list(dict.fromkeys(texts))
     vectors = encoder().encode(
-        texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+        unique, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
     )
-    return np.asarray(vectors, dtype=np.float32)
+    row = {text: i for i, text in enumerate(unique)}
+    return np.asarray(vectors, dtype=np.float32)[[row[t] for t in texts]]
