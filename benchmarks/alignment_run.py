@@ -35,9 +35,13 @@ def holdout_split(config) -> Path:
     return run_curate(held) / "test.parquet"
 
 
-def headline(report: Path) -> dict:
-    summary = json.loads((report / "summary.json").read_text())
-    return {k: summary[k] for k in ("verdict", "gate") if k in summary} | {"report": str(report)}
+def headline(summary: dict) -> dict:
+    """A report summary's verdict and release gate."""
+    return {k: summary[k] for k in ("verdict", "gate") if k in summary}
+
+
+def report_headline(report: Path) -> dict:
+    return headline(json.loads((report / "summary.json").read_text())) | {"report": str(report)}
 
 
 def main() -> None:
@@ -59,7 +63,11 @@ def main() -> None:
         held_aligned / "results.parquet",
         name=f"{args.name}-holdout",
     )
-    print(json.dumps({"test": headline(paths["report"]), "holdout": headline(held_report)}))
+    print(
+        json.dumps(
+            {"test": report_headline(paths["report"]), "holdout": report_headline(held_report)}
+        )
+    )
     if args.bundle:
         with tarfile.open(args.bundle, "w:gz") as tar:
             tar.add(paths["report"], arcname="report")

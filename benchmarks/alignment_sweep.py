@@ -24,7 +24,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from argen.judges.rubric import DEFAULT_WEIGHTS, DIMENSIONS
+from argen.judges.rubric import combined
+from benchmarks.alignment_run import headline
+
+VALIDATION_LOG = "train/validation_log.parquet"
 
 
 def launch(recipe: str, name: str, overrides: list[str], out: Path, threads: int):
@@ -38,22 +41,17 @@ def launch(recipe: str, name: str, overrides: list[str], out: Path, threads: int
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def validation_with_default_weights(bundle: Path) -> list[dict]:
-    """The variant's validation history, with combined recomputed under the default weights."""
+def read_bundle(bundle: Path) -> tuple[list[dict], dict]:
+    """The variant's validation history (combined recomputed under the default weights) and
+    the headlines of its test and holdout reports."""
     with tarfile.open(bundle) as tar:
-        data = tar.extractfile("train/validation_log.parquet").read()
-    history = pd.read_parquet(io.BytesIO(data))
-    total = sum(DEFAULT_WEIGHTS.values())
-    history["combined_default"] = sum(DEFAULT_WEIGHTS[d] * history[d] for d in DIMENSIONS) / total
-    return history.round(4).to_dict("records")
-
-
-def headline(log: Path) -> dict | None:
-    """The JSON line alignment_run prints last (None if the run did not get that far)."""
-    for line in reversed(log.read_text().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return None
+        history = pd.read_parquet(io.BytesIO(tar.extractfile(VALIDATION_LOG).read()))
+        headlines = {
+            split: headline(json.load(tar.extractfile(f"{folder}/summary.json")))
+            for split, folder in (("test", "report"), ("holdout", "report-holdout"))
+        }
+    history["combined_default"] = combined(history)
+    return history.round(4).to_dict("records"), headlines
 
 
 def best_trained(validation: list[dict]) -> dict | None:
@@ -66,11 +64,11 @@ def summarise(variants: dict, out: Path) -> dict:
     """Each variant's overrides, headlines and validation history, and the one validation picks."""
     runs = {}
     for name in variants:
-        bundle, log = out / f"{name}.tgz", out / f"{name}.log"
-        validation = validation_with_default_weights(bundle) if bundle.is_file() else []
+        bundle = out / f"{name}.tgz"
+        validation, headlines = read_bundle(bundle) if bundle.is_file() else ([], None)
         runs[name] = {
             "overrides": variants[name],
-            "headline": headline(log) if log.is_file() else None,
+            "headline": headlines,
             "validation": validation,
             "best_validation": best_trained(validation),
         }
