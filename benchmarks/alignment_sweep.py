@@ -91,6 +91,8 @@ def main() -> None:
     parser.add_argument("--summary-only", action="store_true")
     args = parser.parse_args()
     sweep = yaml.safe_load(args.sweep.read_text())
+    if not isinstance(sweep, dict) or not {"recipe", "variants"} <= sweep.keys():
+        parser.error(f"{args.sweep} must map 'recipe' to a recipe and 'variants' to overrides")
     variants = {name: [*sets, *args.overrides] for name, sets in sweep["variants"].items()}
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.summary_only:
