@@ -89,6 +89,12 @@ class GenerationConfig(Section):
         "KV cache, CUDA-graph decode; Llama-family models), 'transformers' (plain generate), "
         "'auto' (fast on a GPU when the model is supported).",
     )
+    precision: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="Weights' precision for evaluation and validation on a GPU (a CPU always "
+        "uses float32; rollouts use the trainer's). Greedy bfloat16 decoding flips at near-ties, "
+        "so two evaluations of one model differ; float32 repeats.",
+    )
 
 
 class WeightsConfig(Section):

@@ -135,10 +135,11 @@ class Engine:
         self._rotary_tables(config.max_position_embeddings)
 
     @classmethod
-    def for_model(cls, model) -> "Engine":
-        """An engine shaped like `model` (on its device and dtype), holding its merged weights."""
+    def for_model(cls, model, dtype: torch.dtype | None = None) -> "Engine":
+        """An engine shaped like `model` on its device, in `dtype` (default: the model's),
+        holding its merged weights."""
         embeddings = model.get_input_embeddings().weight
-        engine = cls(model.config, embeddings.device, embeddings.dtype)
+        engine = cls(model.config, embeddings.device, dtype or embeddings.dtype)
         engine.load(model)
         return engine
 

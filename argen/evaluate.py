@@ -72,7 +72,7 @@ def evaluate(
     backend = make_backend(config.judge)  # an unknown backend or a missing key fails here
     settings = settings_record(config, scenarios, backend.name)
 
-    model, tokenizer = load_model(model_dir)
+    model, tokenizer = load_model(model_dir, precision=config.generation.precision)
     started = time.perf_counter()
     with tqdm(total=len(frame), desc=f"generate ({label})", unit="prompt") as bar:
 

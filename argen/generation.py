@@ -36,10 +36,15 @@ def pick_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def load_model(model_dir: Path, device: torch.device | None = None):
-    """Model (bf16 on a GPU, float32 on CPU, eval mode) and a left-padding tokenizer."""
+def dtype_for(precision: str, device: torch.device) -> torch.dtype:
+    """The weights' dtype for `precision` on `device`: a CPU always computes in float32."""
+    return getattr(torch, precision) if device.type == "cuda" else torch.float32
+
+
+def load_model(model_dir: Path, device: torch.device | None = None, precision: str = "bfloat16"):
+    """Model (`precision` on a GPU, float32 on CPU, eval mode) and a left-padding tokenizer."""
     device = device or pick_device()
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    dtype = dtype_for(precision, device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
@@ -51,7 +56,9 @@ def load_model(model_dir: Path, device: torch.device | None = None):
     return model.to(device).eval(), tokenizer
 
 
-_ENGINES: "weakref.WeakKeyDictionary[object, Engine]" = weakref.WeakKeyDictionary()
+_ENGINES: "weakref.WeakKeyDictionary[object, dict[torch.dtype, Engine]]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def wants_engine(choice: str, model_config, on_gpu: bool) -> bool:
@@ -69,11 +76,14 @@ def wants_engine(choice: str, model_config, on_gpu: bool) -> bool:
     return on_gpu and reason is None
 
 
-def engine_for(model) -> Engine:
-    """The fast engine kept for `model` (one per model object), holding its current weights."""
-    engine = _ENGINES.get(model)
+def engine_for(model, dtype: torch.dtype | None = None) -> Engine:
+    """The fast engine kept for `model` in `dtype` (default: the model's own), holding its
+    current weights. Rollouts and validation of one policy thus get separate engines."""
+    dtype = dtype or model.get_input_embeddings().weight.dtype
+    engines = _ENGINES.setdefault(model, {})
+    engine = engines.get(dtype)
     if engine is None:
-        engine = _ENGINES[model] = Engine.for_model(model)
+        engine = engines[dtype] = Engine.for_model(model, dtype)
     else:
         engine.load(model)
     return engine
@@ -99,16 +109,18 @@ def generate(
     """Generate one response per prompt, in the prompts' order.
 
     Prompts are batched by length (less padding); each batch is seeded from `settings.seed` and
-    its position, so the same settings give the same responses.
+    its position, so the same settings give the same responses. The fast engine computes in
+    `settings.precision`; plain `generate` in the model's own dtype.
     """
     encoded = encode_prompts(tokenizer, prompts)
     order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
     results: list[Generated | None] = [None] * len(prompts)
     eos_ids = _eos_ids(tokenizer, model)
     run_batch = _generate_batch
-    on_gpu = model.get_input_embeddings().weight.device.type == "cuda"
+    weights = model.get_input_embeddings().weight
+    on_gpu = weights.device.type == "cuda"
     if wants_engine(settings.engine, model.config, on_gpu):
-        engine = engine_for(model)
+        engine = engine_for(model, dtype_for(settings.precision, weights.device))
         run_batch = lambda *args: _engine_batch(engine, *args)  # noqa: E731
     for number, start in enumerate(range(0, len(order), settings.batch_size)):
         batch = order[start : start + settings.batch_size]

@@ -19,7 +19,15 @@ from argen.engine import (
     unsupported_reason,
 )
 from argen.errors import ArgenError
-from argen.generation import _eos_ids, encode_prompts, generate, load_model, wants_engine
+from argen.generation import (
+    _eos_ids,
+    dtype_for,
+    encode_prompts,
+    engine_for,
+    generate,
+    load_model,
+    wants_engine,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -150,6 +158,22 @@ def test_engine_choice(loaded, default_model_dir):
         wants_engine("fast", other, on_gpu=True)
     with pytest.raises(ArgenError, match="positions"):
         Engine.for_model(model).generate([[1] * 9000], 8, Sampling(0), [2], 2)
+
+
+def test_one_engine_per_model_and_precision(loaded):
+    """Validation asks for float32 while rollouts use the policy's own dtype: two engines, each
+    kept and refreshed, and a CPU computes in float32 whatever the precision setting."""
+    model, tokenizer, eos = loaded
+    own = engine_for(model)
+    half = engine_for(model, torch.bfloat16)
+    assert own.dtype == torch.float32 and half.dtype == torch.bfloat16
+    assert engine_for(model) is own and engine_for(model, torch.bfloat16) is half
+    prompts = encode_prompts(tokenizer, PROMPTS[:2])
+    tokens = half.generate(prompts, 6, Sampling(0), eos, 0).tokens
+    assert all(len(t) > 0 for t in tokens)
+    assert dtype_for("bfloat16", torch.device("cuda")) == torch.bfloat16
+    assert dtype_for("float32", torch.device("cuda")) == torch.float32
+    assert dtype_for("bfloat16", torch.device("cpu")) == torch.float32
 
 
 def test_gumbel_max_draws_from_the_softmax():
