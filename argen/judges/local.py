@@ -93,7 +93,7 @@ DECLINE = re.compile(
     r"(\bi (can'?t|cannot|won'?t|am not able to|'m not able to|am unable to|'m unable to|"
     r"don'?t|do not) (help|assist|advise|provide|give|recommend|offer|answer|tell|comment)|"
     r"\b(not|n'?t) (equipped|qualified|designed) to (help|assist|advise|provide|give|write|"
-    r"recommend|offer|answer)|"
+    r"recommend|offer|answer)|\bi('m| am) not (equipped|qualified|designed|trained) to\b|"
     r"(outside|beyond) (of )?(my|the) (scope|expertise|area|role|domain)|not (something|a topic)"
     r" i can|i('m| am) (only )?(here|able) to help with (health|medical)|i can only (help|assist|"
     r"answer)|(please|better to) (ask|consult|speak|talk) (to |with )?an? (financial|legal|tax|"
