@@ -3,13 +3,16 @@
     python -m benchmarks.alignment_sweep SWEEP.yaml --out DIR [--threads N] [--set KEY=VALUE ...]
     python -m benchmarks.alignment_sweep SWEEP.yaml --out DIR --summary-only
 
-SWEEP.yaml names a recipe and its variants (name -> overrides). Each variant runs
+SWEEP.yaml names a recipe, its variants (name -> overrides) and optionally `seeds`, training
+seeds to repeat every variant with (runs NAME-seedS): one run of a configuration predicts the
+next poorly, so a choice between variants should rest on several. Each run is
 `benchmarks.alignment_run` in its own process with its own storage root, so runs share nothing
-but the GPU, and writes DIR/NAME.log and DIR/NAME.tgz. A small model leaves the GPU mostly idle
+but the GPU, and writes DIR/RUN.log and DIR/RUN.tgz. A small model leaves the GPU mostly idle
 between kernels, so a few runs together take little longer than one. `DIR/summary.json` then
-holds, per variant, the validation history (combined recomputed under the default weights, so
+holds, per run, the validation history (combined recomputed under the default weights, so
 variants with different reward weights compare, beside the reward-hacking rates) and the test
-and holdout headlines, and names the variant the validation split chooses.
+and holdout headlines; per variant, its runs' best validation scores and their mean; and the
+variant the validation split chooses.
 """
 
 import argparse
@@ -60,23 +63,41 @@ def best_trained(validation: list[dict]) -> dict | None:
     return max(trained, key=lambda r: r["combined_default"]) if trained else None
 
 
-def summarise(variants: dict, out: Path) -> dict:
-    """Each variant's overrides, headlines and validation history, and the one validation picks."""
-    runs = {}
-    for name in variants:
+def expand(variants: dict[str, list[str]], seeds: list[int] | None) -> dict[str, dict]:
+    """The runs of a sweep: each variant once, or once per training seed (NAME-seedS)."""
+    if not seeds:
+        return {name: {"variant": name, "overrides": sets} for name, sets in variants.items()}
+    return {
+        f"{name}-seed{seed}": {"variant": name, "overrides": [*sets, f"train.seed={seed}"]}
+        for name, sets in variants.items()
+        for seed in seeds
+    }
+
+
+def summarise(runs: dict[str, dict], out: Path) -> dict:
+    """Each run's overrides, headlines and validation history; each variant's best validation
+    scores over its runs and their mean; and the variant with the highest mean."""
+    for name, run in runs.items():
         bundle = out / f"{name}.tgz"
         validation, headlines = read_bundle(bundle) if bundle.is_file() else ([], None)
-        runs[name] = {
-            "overrides": variants[name],
+        run |= {
             "headline": headlines,
             "validation": validation,
             "best_validation": best_trained(validation),
         }
-    scored = {name: run["best_validation"] for name, run in runs.items() if run["best_validation"]}
+    variants = {}
+    for name, run in runs.items():
+        if run["best_validation"]:
+            scores = variants.setdefault(run["variant"], {"runs": {}})["runs"]
+            scores[name] = run["best_validation"]["combined_default"]
+    for variant in variants.values():
+        variant["mean_best"] = round(sum(variant["runs"].values()) / len(variant["runs"]), 4)
     summary = {
-        "chosen": max(scored, key=lambda n: scored[n]["combined_default"]) if scored else None,
-        "rule": "highest validation combined under the default weights, over trained checkpoints",
-        "variants": runs,
+        "chosen": max(variants, key=lambda v: variants[v]["mean_best"]) if variants else None,
+        "rule": "highest mean over a variant's runs of the best validation combined under the "
+        "default weights, over trained checkpoints",
+        "variants": variants,
+        "runs": runs,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -93,16 +114,22 @@ def main() -> None:
     sweep = yaml.safe_load(args.sweep.read_text())
     if not isinstance(sweep, dict) or not {"recipe", "variants"} <= sweep.keys():
         parser.error(f"{args.sweep} must map 'recipe' to a recipe and 'variants' to overrides")
+    seeds = sweep.get("seeds")
+    if seeds is not None and not (
+        isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)
+    ):
+        parser.error(f"{args.sweep}: 'seeds' must be a non-empty list of integers")
     variants = {name: [*sets, *args.overrides] for name, sets in sweep["variants"].items()}
+    runs = expand(variants, seeds)
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.summary_only:
-        runs = {
-            name: launch(sweep["recipe"], name, sets, args.out, args.threads)
-            for name, sets in variants.items()
+        processes = {
+            name: launch(sweep["recipe"], name, run["overrides"], args.out, args.threads)
+            for name, run in runs.items()
         }
-        codes = {name: run.wait() for name, run in runs.items()}
+        codes = {name: process.wait() for name, process in processes.items()}
         (args.out / "exit_codes.json").write_text(json.dumps(codes))
-    summarise(variants, args.out)
+    summarise(runs, args.out)
 
 
 if __name__ == "__main__":
