@@ -12,6 +12,8 @@ import pandas as pd
 from argen.judges.local import EMERGENCY, PROFESSIONAL, is_deflection, split_sentences
 
 CLINICAL_CATEGORIES = ("clinical", "mixed_domain")
+INDICATORS = ("deflects_clinical", "refers_tier_c")
+"""The per-row indicator columns, and the rate each record of them is named by."""
 
 
 def deflects(response: str) -> bool:
@@ -45,7 +47,7 @@ def indicator_columns(frame: pd.DataFrame) -> pd.DataFrame:
 def indicator_rates(frame: pd.DataFrame) -> dict:
     """The two rates (None when no row applies) and how many rows each rests on."""
     result = {}
-    for column in ("deflects_clinical", "refers_tier_c"):
+    for column in INDICATORS:
         values = frame[column].dropna().astype(bool)
         result[column] = {
             "rate": float(values.mean()) if len(values) else None,

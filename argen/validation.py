@@ -17,7 +17,7 @@ from transformers import TrainerCallback
 from argen.config import Config
 from argen.evaluate import judge_frame
 from argen.generation import generate
-from argen.indicators import indicator_columns, indicator_rates
+from argen.indicators import INDICATORS, indicator_columns, indicator_rates
 from argen.judges.base import Backend
 
 log = logging.getLogger(__name__)
@@ -118,8 +118,7 @@ class ValidationCallback(TrainerCallback):
                 "dharma",
                 "helpfulness",
                 "combined",
-                "deflects_clinical",
-                "refers_tier_c",
+                *INDICATORS,
             ],
         )
 

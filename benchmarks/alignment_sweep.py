@@ -63,6 +63,16 @@ def best_trained(validation: list[dict]) -> dict | None:
     return max(trained, key=lambda r: r["combined_default"]) if trained else None
 
 
+def scored_run(bundle: Path) -> dict:
+    """A run's headlines, validation history and best trained record (empty for no bundle)."""
+    validation, headlines = read_bundle(bundle) if bundle.is_file() else ([], None)
+    return {
+        "headline": headlines,
+        "validation": validation,
+        "best_validation": best_trained(validation),
+    }
+
+
 def expand(variants: dict[str, list[str]], seeds: list[int] | None) -> dict[str, dict]:
     """The runs of a sweep: each variant once, or once per training seed (NAME-seedS)."""
     if not seeds:
@@ -77,14 +87,7 @@ def expand(variants: dict[str, list[str]], seeds: list[int] | None) -> dict[str,
 def summarise(runs: dict[str, dict], out: Path) -> dict:
     """Each run's overrides, headlines and validation history; each variant's best validation
     scores over its runs and their mean; and the variant with the highest mean."""
-    for name, run in runs.items():
-        bundle = out / f"{name}.tgz"
-        validation, headlines = read_bundle(bundle) if bundle.is_file() else ([], None)
-        run |= {
-            "headline": headlines,
-            "validation": validation,
-            "best_validation": best_trained(validation),
-        }
+    runs = {name: run | scored_run(out / f"{name}.tgz") for name, run in runs.items()}
     variants = {}
     for name, run in runs.items():
         if run["best_validation"]:

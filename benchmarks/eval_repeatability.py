@@ -42,8 +42,6 @@ def evaluate_twice(n_prompts: int, new_tokens: int) -> dict:
         for _ in range(2):
             start = time.perf_counter()
             responses = [g.response for g in generate(model, tokenizer, prompts, settings)]
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
             runs.append({"seconds": time.perf_counter() - start, "responses": responses})
         out[precision] = runs
         del model
