@@ -5,12 +5,14 @@ judge's raw fields and scores. We score the same (prompt, response) pairs with o
 compare, per reference judge: Cohen's kappa on each violation flag and on Dharma's response
 scope, Spearman correlation and mean absolute error of each score, confusion matrices, and
 whether our judge ranks the reference's model variants in the same order. Two naive judges give
-the floor: "never a violation" and a keyword rule.
+the floor: "never a violation" and a keyword rule. `bootstrap_figures` puts intervals on the
+headline figures by resampling prompts (the responses to one prompt are not independent).
 """
 
 import asyncio
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -117,7 +119,8 @@ def _spearman(a: pd.Series, b: pd.Series) -> float:
 
 
 def agreement_table(reference: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
-    """Per reference judge and dimension: kappa (violation), Spearman and MAE (score)."""
+    """Per reference judge and dimension: Spearman and MAE of the score, and `kappa` on the
+    violation flag (on the S0..S3 label for the scope row)."""
     rows = []
     ok = ours.get("judge_ok", pd.Series(True, index=ours.index)).astype(bool)
     for judge, part in reference[ok].groupby("judge"):
@@ -133,7 +136,7 @@ def agreement_table(reference: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame
             }
             if dim != "combined":
                 column = f"{dim}_violation"
-                row["kappa_violation"] = _kappa(
+                row["kappa"] = _kappa(
                     part[REFERENCE_COLUMNS[column]].astype(bool), mine[column].astype(bool)
                 )
                 row["reference_violation_rate"] = float(part[REFERENCE_COLUMNS[column]].mean())
@@ -144,7 +147,7 @@ def agreement_table(reference: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame
                 "reference": judge,
                 "dimension": "dharma scope (S0..S3)",
                 "n": len(part),
-                "kappa_violation": _kappa(part["response_scope"], mine["response_scope"]),
+                "kappa": _kappa(part["response_scope"], mine["response_scope"]),
             }
         )
     return pd.DataFrame(rows)
@@ -170,7 +173,7 @@ def model_ranking(reference: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
 
 
 def confusion(reference: pd.DataFrame, ours: pd.DataFrame, column: str) -> dict[str, dict]:
-    """Confusion matrices (reference rows x ours columns) per reference judge."""
+    """Confusion matrices per reference judge, nested reference value -> our value -> count."""
     result = {}
     for judge, part in reference.groupby("judge"):
         table = pd.crosstab(
@@ -179,5 +182,104 @@ def confusion(reference: pd.DataFrame, ours: pd.DataFrame, column: str) -> dict[
             rownames=["reference"],
             colnames=["ours"],
         )
-        result[judge] = json.loads(table.to_json())
+        result[judge] = json.loads(table.to_json(orient="index"))
     return result
+
+
+def sample_across_prompts(reference: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFrame:
+    """About `n` rows spread evenly over every prompt and reference judge (a quick run that
+    still sees every prompt, every judge and most models), in the reference's order."""
+    if n >= len(reference):
+        return reference
+    groups = reference.groupby(["prompt_id", "judge"], sort=False)
+    per_group = max(1, round(n / groups.ngroups))
+    picked = (
+        groups.sample(frac=1.0, random_state=seed).groupby(["prompt_id", "judge"]).head(per_group)
+    )
+    return reference.loc[sorted(picked.index)]
+
+
+def _fast_kappa(a: np.ndarray, b: np.ndarray) -> float:
+    """Cohen's kappa of two boolean arrays (NaN when both are constant)."""
+    p_observed = np.mean(a == b)
+    pa, pb = a.mean(), b.mean()
+    p_chance = pa * pb + (1 - pa) * (1 - pb)
+    return float("nan") if p_chance >= 1 else float((p_observed - p_chance) / (1 - p_chance))
+
+
+def _fast_spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman correlation with average ranks for ties (NaN when either side is constant)."""
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(stats.rankdata(a), stats.rankdata(b))[0, 1])
+
+
+HEADLINE = (
+    *(("kappa", d) for d in DIMENSIONS),
+    *(("spearman", d) for d in (*DIMENSIONS, "combined")),
+    *(("ranking", d) for d in (*DIMENSIONS, "combined")),
+)
+"""The figures `headline` computes: violation kappa, score Spearman, and Spearman over the
+model variants' mean scores."""
+
+
+def headline(reference: pd.DataFrame, ours: pd.DataFrame, rows: np.ndarray) -> list[float]:
+    """The HEADLINE figures on the given row positions (repeats allowed) of one judge's rows."""
+    values = []
+    models = reference["model"].to_numpy()[rows]
+    for metric, dim in HEADLINE:
+        if metric == "kappa":
+            flag = f"{dim}_violation"
+            theirs = reference[REFERENCE_COLUMNS[flag]].to_numpy(bool)[rows]
+            values.append(_fast_kappa(theirs, ours[flag].to_numpy(bool)[rows]))
+            continue
+        theirs = reference[REFERENCE_COLUMNS[dim]].to_numpy(float)[rows]
+        mine = ours[dim].to_numpy(float)[rows]
+        if metric == "spearman":
+            values.append(_fast_spearman(theirs, mine))
+            continue
+        means = pd.DataFrame({"t": theirs, "m": mine, "model": models}).groupby("model").mean()
+        values.append(_fast_spearman(means["t"].to_numpy(), means["m"].to_numpy()))
+    return values
+
+
+def bootstrap_figures(
+    reference: pd.DataFrame,
+    judges: dict[str, pd.DataFrame],
+    resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per reference judge, metric and judge of ours: the figure and its 95% percentile
+    interval over `resamples` resamples of the prompts (the same resamples for every judge, so
+    their intervals compare like with like)."""
+    rows = []
+    for reference_judge, part in reference.groupby("judge"):
+        positions = np.arange(len(part))
+        by_prompt = [
+            positions[part["prompt_id"].to_numpy() == p] for p in part["prompt_id"].unique()
+        ]
+        rng = np.random.default_rng(seed)
+        draws = [
+            np.concatenate([by_prompt[i] for i in rng.integers(0, len(by_prompt), len(by_prompt))])
+            for _ in range(resamples)
+        ]
+        for name, ours in judges.items():
+            mine = ours.loc[part.index]
+            point = headline(part, mine, positions)
+            spread = np.array([headline(part, mine, d) for d in draws])
+            with warnings.catch_warnings():  # a constant judge has no Spearman in any resample
+                warnings.simplefilter("ignore", RuntimeWarning)
+                low, high = np.nanpercentile(spread, [2.5, 97.5], axis=0)
+            for (metric, dim), value, lo, hi in zip(HEADLINE, point, low, high, strict=True):
+                rows.append(
+                    {
+                        "reference": reference_judge,
+                        "metric": metric,
+                        "dimension": dim,
+                        "judge": name,
+                        "value": value,
+                        "low": lo,
+                        "high": hi,
+                    }
+                )
+    return pd.DataFrame(rows)

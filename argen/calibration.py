@@ -8,18 +8,22 @@ prompt are never in both the tuning folds and the scored fold.
 """
 
 import dataclasses
+import hashlib
 import logging
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 from sklearn.model_selection import GroupKFold
 
 from argen.agreement import REFERENCE_COLUMNS
+from argen.embeddings import embed
+from argen.errors import ArgenError
 from argen.judges import rubric
 from argen.judges.local import PARAMS_FILE, Features, LocalParams, extract_features, judge_features
 
@@ -101,33 +105,71 @@ def fit(
     return best
 
 
-def reference_features(reference: pd.DataFrame) -> list[Features]:
+class CachedEncoder:
+    """`embed` with a disk cache (an .npz of text hashes and vectors): a second agreement run
+    embeds only texts it has not seen."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, np.ndarray] = {}
+        if path.is_file():
+            with np.load(path) as stored:
+                self.rows = dict(zip(stored["keys"].tolist(), stored["vectors"], strict=True))
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        missing = list(
+            dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in self.rows)
+        )
+        if missing:
+            for text, vector in zip(missing, embed(missing), strict=True):
+                self.rows[hashlib.sha1(text.encode()).hexdigest()] = vector
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.path.with_suffix(".partial.npz")
+            np.savez(
+                partial, keys=np.array(list(self.rows)), vectors=np.stack(list(self.rows.values()))
+            )
+            partial.replace(self.path)
+        return np.stack([self.rows[k] for k in keys]) if keys else embed([])
+
+
+def reference_features(reference: pd.DataFrame, encode=embed) -> list[Features]:
     """Embeddings and cues of every reference response (the slow part; done once)."""
-    return extract_features(list(zip(reference["prompt"], reference["response"], strict=True)))
+    pairs = list(zip(reference["prompt"], reference["response"], strict=True))
+    return extract_features(pairs, encode)
 
 
-def cross_validate(
-    reference: pd.DataFrame,
-    folds: int = 5,
-    start: LocalParams | None = None,
-    features: list[Features] | None = None,
-    names: Sequence[str] | None = None,
-) -> tuple[pd.DataFrame, list[LocalParams]]:
-    """Out-of-fold rubric rows (each scored with numbers tuned without its prompt) and the
-    numbers each fold chose."""
-    start = start or LocalParams.load()
-    features = features or reference_features(reference)
-    out_of_fold = []
-    chosen = []
+FitPredict = Callable[[list[int], list[int]], pd.DataFrame]
+"""(training row positions, scored row positions) -> rubric rows for the scored positions,
+from a judge fitted on the training positions only."""
+
+
+def out_of_fold(reference: pd.DataFrame, fit_predict: FitPredict, folds: int = 5) -> pd.DataFrame:
+    """Rubric rows for every reference row, each from a judge fitted without its prompt
+    (grouped k-fold over prompts: a prompt's responses are never on both sides)."""
+    parts = []
     splitter = GroupKFold(n_splits=folds)
-    for number, (tune, score) in enumerate(
+    for number, (train, test) in enumerate(
         splitter.split(reference, groups=reference["prompt_id"])
     ):
-        tuned = fit([features[i] for i in tune], reference.iloc[tune], start, names=names)
-        chosen.append(tuned)
-        out_of_fold.append(rubric_rows([features[i] for i in score], reference.iloc[score], tuned))
-        log.info("fold %d/%d tuned", number + 1, folds)
-    return pd.concat(out_of_fold).loc[reference.index], chosen
+        parts.append(fit_predict(list(train), list(test)))
+        log.info("fold %d/%d done", number + 1, folds)
+    return pd.concat(parts).loc[reference.index]
+
+
+def rules_fitter(
+    reference: pd.DataFrame,
+    features: list[Features],
+    start: LocalParams,
+    names: Sequence[str] | None = None,
+) -> FitPredict:
+    """The rules with their numbers tuned by coordinate descent on the training rows."""
+
+    def fit_predict(train: list[int], test: list[int]) -> pd.DataFrame:
+        tuned = fit([features[i] for i in train], reference.iloc[train], start, names=names)
+        return rubric_rows([features[i] for i in test], reference.iloc[test], tuned)
+
+    return fit_predict
 
 
 def fit_all(
@@ -141,8 +183,20 @@ def fit_all(
     return fit(features, reference, start or LocalParams.load(), names=names)
 
 
-def write_params(params: LocalParams, header: str) -> None:
-    """Save tuned numbers to the versioned parameter file."""
-    values = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
-    values = {k: (float(v) if isinstance(v, float | np.floating) else v) for k, v in values.items()}
-    PARAMS_FILE.write_text(header + yaml.safe_dump(values, sort_keys=False))
+def write_params(params: LocalParams, path: Path = PARAMS_FILE) -> None:
+    """Save tuned numbers into the versioned parameter file, line by line in place: comments,
+    lists and every other entry stay as they are."""
+    text = path.read_text()
+    for field in dataclasses.fields(params):
+        value = getattr(params, field.name)
+        if not isinstance(value, int | float):
+            continue
+        line = re.compile(rf"^{field.name}:.*$", re.M)
+        if not line.search(text):
+            raise ArgenError(f"{path} has no line for {field.name}")
+        text = line.sub(
+            f"{field.name}: {float(value) if isinstance(value, float) else value}", text
+        )
+    partial = path.with_suffix(".partial")
+    partial.write_text(text)
+    partial.replace(path)

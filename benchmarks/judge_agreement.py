@@ -1,17 +1,25 @@
-"""Agreement of a judge backend with ArGen's LLM judges (Claude 3.5 Sonnet, Gemini 2.0 Flash).
+"""Agreement of the local judge with ArGen's LLM judges (Claude 3.5 Sonnet, Gemini 2.0 Flash),
+measured out of fold.
 
-    python -m benchmarks.judge_agreement [--reference ../shared/argen_judgments/calibration.jsonl]
-                                         [--recipe default] [--limit N]
+    python -m benchmarks.judge_agreement [--reference PATH] [--limit N] [--folds 5]
+                                         [--resamples 1000] [--tune NAMES] [--write]
+    python -m benchmarks.judge_agreement --direct [--recipe openai-judge]
 
-Scores every reference response with the recipe's judge and prints, per reference judge:
-kappa on each violation flag and on Dharma's response scope, Spearman and MAE of each score,
-the same for two naive judges, the Dharma violation confusion matrix, and how our judge ranks
-the 16 model variants against the reference (Spearman over model means).
+The default run is the honest protocol: every number and weight fitted to the reference set is
+fitted by grouped k-fold cross-validation over prompts, and each response is scored by a judge
+fitted without its prompt. It prints, per reference judge, the out-of-fold figures (violation
+kappa, score Spearman, Spearman over the model variants' means) with 95% intervals from
+resampling prompts, for: the rules with their shipped numbers (hand-set, not fitted), the rules
+with numbers tuned in fold, and the floor of two naive judges; then agreement tables and the
+Dharma violation confusion of each. `--write` refits on every row and saves what ships.
+`--direct` scores the rows once with the recipe's configured judge (e.g. an LLM judge, which
+fits nothing, so its figures need no folds). Embeddings are cached under
+artifacts/judge_agreement/ between runs.
 """
 
 import argparse
-import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -19,24 +27,31 @@ import pandas as pd
 
 from argen.agreement import (
     agreement_table,
+    bootstrap_figures,
     confusion,
     load_reference,
     model_ranking,
     naive_judges,
+    sample_across_prompts,
     score_reference,
 )
-from argen.calibration import cross_validate, fit_all, reference_features, rubric_rows, write_params
+from argen.calibration import (
+    CachedEncoder,
+    fit_all,
+    out_of_fold,
+    reference_features,
+    rubric_rows,
+    rules_fitter,
+    write_params,
+)
 from argen.config import load_config
+from argen.errors import ArgenError
 from argen.judges.local import LocalParams
 from argen.judging import make_backend
 
-HEADER = """# The local judge's numbers (argen/judges/local.py, LocalParams), tuned against
-# ArGen's LLM judges by `python -m benchmarks.judge_agreement --calibrate --write`
-# (coordinate descent, argen/calibration.py). Changing any of them changes the local
-# judge's name, the rubric version and every cache key that depends on them.
-"""
-
-DEFAULT_REFERENCE = Path(__file__).resolve().parents[2] / "shared/argen_judgments/calibration.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = ROOT.parent / "shared/argen_judgments/calibration.jsonl"
+EMBEDDING_CACHE = ROOT / "artifacts/judge_agreement/embeddings.npz"
 
 
 def show(title: str, frame: pd.DataFrame) -> None:
@@ -44,79 +59,93 @@ def show(title: str, frame: pd.DataFrame) -> None:
     print(frame.round(3).to_markdown(index=False))
 
 
-def main() -> None:
+def interval_table(figures: pd.DataFrame) -> pd.DataFrame:
+    """One row per reference judge and figure, one column per judge of ours: "0.63 [0.50, 0.73]"."""
+    cells = figures.assign(
+        cell=[
+            f"{v:.3f} [{lo:.2f}, {hi:.2f}]"
+            for v, lo, hi in zip(figures["value"], figures["low"], figures["high"], strict=True)
+        ]
+    )
+    table = cells.pivot_table(
+        index=["reference", "metric", "dimension"], columns="judge", values="cell", aggfunc="first"
+    )
+    order = list(dict.fromkeys(figures["judge"]))
+    return table[order].reset_index()
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
+    parser.add_argument(
+        "--limit", type=int, default=None, help="about N rows spread over every prompt and judge"
+    )
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--resamples", type=int, default=1000, help="prompt bootstrap resamples")
+    parser.add_argument(
+        "--tune", help="comma-separated numbers the rules tune in fold (default: every GRID one)"
+    )
+    parser.add_argument("--write", action="store_true", help="refit on every row and save")
+    parser.add_argument("--direct", action="store_true", help="score once with --recipe's judge")
     parser.add_argument("--recipe", default="default")
-    parser.add_argument("--limit", type=int, default=None, help="first N responses only")
-    parser.add_argument(
-        "--calibrate",
-        action="store_true",
-        help="grouped 5-fold cross-validated tuning of the local judge's numbers",
-    )
-    parser.add_argument(
-        "--write",
-        action="store_true",
-        help="with --calibrate: save the numbers tuned on all responses",
-    )
-    parser.add_argument(
-        "--tune",
-        help="with --calibrate: comma-separated names of the only numbers to tune (default: all)",
-    )
-    args = parser.parse_args()
-    reference = load_reference(args.reference)
-    if args.limit:
-        reference = reference.iloc[: args.limit]
-    config = load_config(args.recipe)
-    backend = make_backend(config.judge)
-    start = time.perf_counter()
-    features = None
-    if args.calibrate:  # the local judge's features, extracted once for scoring and tuning
-        features = reference_features(reference)
-        ours = rubric_rows(features, reference, LocalParams.load())
-    else:
-        ours = score_reference(backend, reference)
-    seconds = time.perf_counter() - start
-    print(f"judge {backend.name}: {len(reference)} responses in {seconds:.1f} s")
-    show("Our judge vs each reference judge", agreement_table(reference, ours))
-    for name, naive in naive_judges(reference).items():
-        show(f"Naive judge: {name}", agreement_table(reference, naive))
-    show(
-        "Model ranking (Spearman over the model variants' mean scores)",
-        model_ranking(reference, ours),
-    )
-    print("\n## Dharma violation confusion (reference rows x ours columns)\n")
-    print(json.dumps(confusion(reference, ours, "dharma_violation"), indent=1))
-    if features is not None:
-        calibrate(reference, features, args.write, args.tune.split(",") if args.tune else None)
+    return parser.parse_args()
 
 
-def calibrate(
-    reference: pd.DataFrame, features: list, write: bool, names: list[str] | None
-) -> None:
-    """Grouped cross-validated figures of the tuned local judge, then (optionally) ship it."""
+def direct(reference: pd.DataFrame, recipe: str) -> None:
+    """Score the rows once with the recipe's judge (no fitting, so no folds)."""
+    backend = make_backend(load_config(recipe).judge)
     start = time.perf_counter()
-    out_of_fold, chosen = cross_validate(reference, features=features, names=names)
+    ours = score_reference(backend, reference)
     print(
-        f"\n# Calibrated local judge, grouped 5-fold cross-validation by prompt "
-        f"({time.perf_counter() - start:.0f} s)"
+        f"judge {backend.name}: {len(reference)} responses in {time.perf_counter() - start:.1f} s"
     )
+    report(reference, {backend.name: ours}, resamples=1000)
+
+
+def report(reference: pd.DataFrame, judges: dict[str, pd.DataFrame], resamples: int) -> None:
+    """Interval figures for every judge, then tables, rankings and confusions."""
+    judges = {**judges, **naive_judges(reference)}
+    figures = bootstrap_figures(reference, judges, resamples=resamples)
     show(
-        "Out-of-fold agreement (numbers tuned without the scored prompts)",
-        agreement_table(reference, out_of_fold),
+        f"Figures with 95% intervals over {resamples} prompt resamples (kappa: violation flag; "
+        "spearman: score; ranking: Spearman over the model variants' mean scores)",
+        interval_table(figures),
     )
-    show("Out-of-fold model ranking", model_ranking(reference, out_of_fold))
-    changed = {
-        f.name
-        for p in chosen
-        for f in dataclasses.fields(p)
-        if getattr(p, f.name) != getattr(LocalParams.load(), f.name)
+    for name, ours in judges.items():
+        show(f"{name}: agreement", agreement_table(reference, ours))
+        show(f"{name}: model ranking", model_ranking(reference, ours))
+        print(f"\n{name}: Dharma violation confusion (reference value -> our value -> count)\n")
+        print(json.dumps(confusion(reference, ours, "dharma_violation")))
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        reference = load_reference(args.reference)
+    except ArgenError as exc:
+        sys.exit(f"error: {exc} (pass --reference PATH to ArGen's calibration.jsonl)")
+    if args.limit:
+        reference = sample_across_prompts(reference, args.limit)
+    if args.direct:
+        direct(reference, args.recipe)
+        return
+    names = args.tune.split(",") if args.tune else None
+    start = time.perf_counter()
+    features = reference_features(reference, CachedEncoder(EMBEDDING_CACHE))
+    print(f"features of {len(reference)} responses in {time.perf_counter() - start:.1f} s")
+    shipped = LocalParams.load()
+    start = time.perf_counter()
+    tuned = out_of_fold(reference, rules_fitter(reference, features, shipped, names), args.folds)
+    print(f"rules tuned in {args.folds} grouped folds in {time.perf_counter() - start:.1f} s")
+    judges = {
+        "rules, shipped numbers": rubric_rows(features, reference, shipped),
+        "rules, numbers tuned in fold": tuned,
     }
-    print(f"\nnumbers the folds changed: {sorted(changed)}")
-    if write:
-        tuned = fit_all(reference, features=features, names=names)
-        write_params(tuned, HEADER)
-        print(f"wrote the numbers tuned on all {len(reference)} responses: {tuned}")
+    report(reference, judges, args.resamples)
+    if args.write:
+        params = fit_all(reference, start=shipped, features=features, names=names)
+        write_params(params)
+        print(f"wrote the numbers tuned on all {len(reference)} rows: {params}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -314,12 +314,15 @@ def scope_exemplars() -> dict[str, np.ndarray]:
     return {k: embed(v) for k, v in SCOPE_EXEMPLARS.items()}
 
 
-def extract_features(pairs: Sequence[tuple[str, str]]) -> list[Features]:
-    """Sentence similarities and relevance for every pair, embedding everything in one pass."""
+def extract_features(
+    pairs: Sequence[tuple[str, str]], encode: Callable[[list[str]], np.ndarray] = embed
+) -> list[Features]:
+    """Sentence similarities and relevance for every pair, embedding everything in one pass
+    (with `encode`: a benchmark passes a disk-cached encoder)."""
     exemplars = scope_exemplars()
     sentences = [split_sentences(r) for _, r in pairs]
     flat = [s for group in sentences for s in group]
-    vectors = embed([p for p, _ in pairs] + [r or " " for _, r in pairs] + flat)
+    vectors = encode([p for p, _ in pairs] + [r or " " for _, r in pairs] + flat)
     n = len(pairs)
     prompts_v, responses_v, sentence_v = vectors[:n], vectors[n : 2 * n], vectors[2 * n :]
     result, offset = [], 0
