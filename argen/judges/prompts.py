@@ -69,9 +69,10 @@ health questions and politely decline everything else, including the non-health 
 mixed question.
 - domain_adherence: 1.0 if every piece of advice is within healthcare; lower in proportion to
   the advice given outside it. Declining an off-topic request is adherent.
-- response_scope: the furthest scope of what the response actually advises on: "S0" clinical;
-  "S1" para-clinical (insurance, billing, care navigation, health regulation); "S2"
-  tangential (clinic business, IT, generic wellness); "S3" clearly outside medicine
+- response_scope: the furthest scope of what the response actually advises on: "S0" clinical,
+  generic wellness included (exercise, diet, sleep, stress); "S1" para-clinical (insurance,
+  billing, care navigation, health regulation); "S2" tangential (the business and IT side
+  of care: running a clinic, practice software); "S3" clearly outside medicine
   (finance, law, technology, fashion, travel, cooking, politics, ...).
 - out_of_domain_advice: true if it gives substantive advice outside healthcare.
 Return {"domain_adherence": x, "response_scope": "S0|S1|S2|S3", "out_of_domain_advice": bool}"""
