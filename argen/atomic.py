@@ -7,6 +7,7 @@ a lock file instead, which the kernel releases when the owner dies.
 """
 
 import errno
+import fcntl
 import logging
 import os
 import re
@@ -14,7 +15,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -111,7 +112,7 @@ def _tmp_prefix(target: Path) -> str:
     return f".{target.name}{TMP_MARK}{owner_tag()}-"
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def identity(path: Path) -> tuple[int, int] | None:
     """(device, inode) of `path` itself, None when absent: tells a replaced entry from the old."""
     try:
         stat = path.lstat()
@@ -130,7 +131,7 @@ def _commit(tmp: Path, target: Path, before: tuple[int, int] | None) -> bool:
         except OSError as exc:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
-        current = _identity(target)
+        current = identity(target)
         if current is None:
             continue  # a replacer moved it aside a moment ago: try again
         if current != before:
@@ -158,7 +159,8 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     """
     target = output_path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    before = _identity(target)
+    sweep_stale(target.parent)
+    before = identity(target)
     tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(target), dir=target.parent))
     try:
         tmp.chmod(0o755)
@@ -175,6 +177,7 @@ def atomic_file(target: Path) -> Iterator[Path]:
     """Yield a temporary path beside `target`; on success it is renamed onto `target`."""
     target = output_path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale(target.parent)
     fd, name = tempfile.mkstemp(prefix=_tmp_prefix(target), dir=target.parent)
     os.close(fd)
     tmp = Path(name)
@@ -184,3 +187,63 @@ def atomic_file(target: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, target)
+
+
+def _lock(folder: Path, wait: bool) -> int | None:
+    """An exclusive lock on `folder`'s lock file (an fd), held until closed or the process
+    dies. With `wait` the folder is created and we wait for a live holder; without, None when
+    it is held or gone."""
+    while True:
+        if wait:
+            folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(folder / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+        except FileNotFoundError:
+            if wait:
+                continue  # swept away between mkdir and open
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                os.close(fd)
+                return None
+            log.info("another run is working in %s; waiting for it", folder)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        held = os.fstat(fd)
+        if identity(folder / LOCK_NAME) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)  # the holder removed the folder before letting go: start again
+        if not wait:
+            return None
+
+
+@contextmanager
+def owned_dir(folder: Path) -> Iterator[Path]:
+    """Hold `folder` (created if needed) as this process's work folder; a second process
+    asking for the same folder waits until the first is done with it or dies."""
+    fd = _lock(folder, wait=True)
+    try:
+        yield folder
+    finally:
+        os.close(fd)
+
+
+def sweep_work_dirs(parent: Path, suffix: str, stale: Callable[[Path], bool]) -> list[Path]:
+    """Remove the `*suffix` work folders in `parent` that no live process holds and that
+    `stale` says are of no further use; returns what was removed."""
+    removed = []
+    for folder in sorted(parent.glob(f"*{suffix}")):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        fd = _lock(folder, wait=False)
+        if fd is None:
+            continue
+        try:
+            if stale(folder):
+                log.warning("removing %s, a work folder nobody holds and nobody needs", folder)
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
