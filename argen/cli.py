@@ -24,6 +24,16 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_out_args(parser: argparse.ArgumentParser, default: str) -> None:
+    """`--out` and `--overwrite`: where a stage writes, and whether an earlier output may go."""
+    parser.add_argument("--out", type=Path, help=f"output directory (default: {default})")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier output of this stage in --out (never a folder of other files)",
+    )
+
+
 def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="argen", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -34,7 +44,7 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
 
     curate = sub.add_parser("curate", help="scenario sources -> train/validation/test parquets")
     _add_config_args(curate)
-    curate.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+    _add_out_args(curate, "keyed under root")
 
     evaluate = sub.add_parser("evaluate", help="generate + judge -> results.parquet, summary")
     _add_config_args(evaluate)
@@ -43,7 +53,7 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
         "--scenarios", type=Path, help="scenarios parquet (default: the curated test split)"
     )
     evaluate.add_argument("--label", default=None, help="name of the model in the results")
-    evaluate.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+    _add_out_args(evaluate, "keyed under root")
 
     train = sub.add_parser("train", help="GRPO + LoRA on the train split -> adapter directory")
     _add_config_args(train)
@@ -53,20 +63,20 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
         type=Path,
         help="curated directory with train/validation.parquet (default: curate)",
     )
-    train.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+    _add_out_args(train, "keyed under root")
 
     merge = sub.add_parser("merge", help="adapter + base -> standalone merged model directory")
     _add_config_args(merge)
     merge.add_argument("adapter", type=Path, help="adapter directory from argen train")
     merge.add_argument("--model", help="base model spec or directory (default: model.base)")
-    merge.add_argument("--out", type=Path, help="output directory (default: keyed under root)")
+    _add_out_args(merge, "keyed under root")
 
     report = sub.add_parser("report", help="compare two results files -> report directory")
     _add_config_args(report)
     report.add_argument("baseline", type=Path, help="baseline results.parquet")
     report.add_argument("aligned", type=Path, help="aligned results.parquet")
     report.add_argument("--training-log", type=Path, help="training_log.parquet to plot")
-    report.add_argument("--out", type=Path, help="report directory (default: reports/...)")
+    _add_out_args(report, "reports/<name>-<key>")
 
     model = sub.add_parser("model", help="resolve (and if needed prepare) the base model")
     _add_config_args(model)
@@ -144,6 +154,10 @@ def main(
     )
     try:
         config = load_config(args.recipe, args.overrides)
+        if getattr(args, "out", None) is not None:
+            from argen.stages import check_out
+
+            args.out = check_out(args.command, args.out, args.overwrite)
         if args.command == "config":
             import yaml
 

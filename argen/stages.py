@@ -4,20 +4,20 @@ Every stage writes under ``<root>/<stage>/<key>/`` where the key hashes the cont
 inputs, its config section and the code version; a complete keyed output is reused, not
 recomputed. The `*_out` functions compute those directories without running anything, so an
 orchestrator can key its own caches on exactly the same content.
+
+The modules that need torch, TRL or matplotlib are imported inside the stage that uses them, so
+that `argen curate` (and a curation that fails on bad input) never pays for them.
 """
 
 import logging
 from pathlib import Path
 
-from argen.compare import compare
+from argen.atomic import output_path
 from argen.config import Config
 from argen.curate import curate, curate_key
-from argen.evaluate import evaluate
+from argen.errors import ArgenError
 from argen.hashing import dir_sha256, file_sha256, json_sha256
-from argen.merge import merge
 from argen.models import resolve_model
-from argen.report import write_report
-from argen.train import train
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,26 @@ DONE_MARKER = {
 
 def is_complete(stage: str, out: Path) -> bool:
     return (out / DONE_MARKER[stage]).is_file()
+
+
+def check_out(stage: str, out: Path, overwrite: bool = False) -> Path:
+    """A folder the user named for `stage`'s output: new or empty, or with `overwrite` an
+    earlier output of the same stage. Other files are never replaced; checked before any work."""
+    out = output_path(out)
+    if out.exists() and not out.is_dir():
+        raise ArgenError(f"--out {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ArgenError(
+                f"--out {out} is not empty; pass --overwrite to replace an earlier {stage} "
+                "output there, or name a new folder"
+            )
+        if not is_complete(stage, out):
+            raise ArgenError(
+                f"--out {out} holds files that are not an argen {stage} output "
+                f"(no {DONE_MARKER[stage]}); refusing to replace them"
+            )
+    return out
 
 
 def _content(path: Path) -> str:
@@ -124,6 +144,8 @@ def run_evaluate(
         out = evaluate_out(config, model_dir, scenarios, label)
         if _reuse("evaluate", out):
             return out
+    from argen.evaluate import evaluate
+
     return evaluate(config, model_dir, scenarios, out, label)
 
 
@@ -142,6 +164,8 @@ def run_train(
         out = train_out(config, model_dir, train_split, validation_split)
         if _reuse("train", out):
             return out
+    from argen.train import train
+
     return train(config, model_dir, train_split, validation_split, out, callbacks)
 
 
@@ -152,6 +176,8 @@ def run_merge(config: Config, model: str, adapter: Path, out: Path | None = None
         out = merge_out(config, model_dir, adapter)
         if _reuse("merge", out):
             return out
+    from argen.merge import merge
+
     return merge(model_dir, adapter, out)
 
 
@@ -166,6 +192,9 @@ def run_report(
     """Compare two results files into `out` or ``reports/<name>-<key>``."""
     if out is None:
         out = report_out(config, baseline, aligned, name)
+    from argen.compare import compare
+    from argen.report import write_report
+
     comparison = compare(baseline, aligned, config.report)
     return write_report(comparison, out, f"ArGen comparison report: {name}", training_log)
 

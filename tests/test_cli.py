@@ -1,9 +1,11 @@
 """The `argen` command line: config, errors and exit codes (stages have their own tests)."""
 
+import pytest
 import yaml
 
 from argen import cli
 from flows.cli import main as argen_main
+from tests.conftest import scenario, write_jsonl
 
 
 def test_config_prints_the_resolved_recipe(capsys):
@@ -31,3 +33,47 @@ def test_run_driver_and_extra_commands_can_be_plugged_in(capsys):
     extra = {"hello": lambda config, recipe: f"hello {recipe}"}
     assert cli.main(["hello", "--recipe", "gpu"], extra=extra) == 0
     assert capsys.readouterr().out.strip().endswith("hello gpu")
+
+
+def curate_args(tmp_path, out, *extra):
+    """`argen curate` on three good rows into `out`."""
+    prompts = ["What is a fever?", "How do I treat a sprained ankle?", "Is coffee bad for me?"]
+    rows = [scenario(f"ok-{i}", p) for i, p in enumerate(prompts)]
+    source = write_jsonl(tmp_path / "s.jsonl", rows)
+    return ["curate", "--set", f"curate.sources=[{source}]", "--out", str(out), *extra]
+
+
+def test_out_refuses_a_non_empty_folder_and_keeps_its_files(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    assert argen_main(curate_args(tmp_path, out)) == 2
+    assert "is not empty; pass --overwrite" in capsys.readouterr().err
+    assert argen_main(curate_args(tmp_path, out, "--overwrite")) == 2
+    assert "not an argen curate output" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "my notes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "s.jsonl"]
+
+
+def test_out_writes_a_new_or_empty_folder_and_overwrites_only_when_told(tmp_path, capsys):
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert argen_main(curate_args(tmp_path, out)) == 0
+    first = (out / "manifest.json").read_text()
+    assert argen_main(curate_args(tmp_path, out)) == 2  # an earlier output: not without asking
+    assert (out / "manifest.json").read_text() == first
+    assert argen_main(curate_args(tmp_path, out, "--overwrite")) == 0
+    assert (out / "manifest.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "s.jsonl"]
+
+
+@pytest.mark.parametrize("out", [".", "..", "here"])
+def test_out_as_the_current_directory_is_a_clean_error(tmp_path, monkeypatch, capsys, out):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert argen_main(curate_args(tmp_path, "../here" if out == "here" else out)) == 2
+    assert "is the current directory or contains it" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here", "s.jsonl"]
+    assert not list(here.iterdir())
