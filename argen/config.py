@@ -34,6 +34,14 @@ class OrchestrationConfig(Section):
         "work pool; None runs those steps inline.",
     )
     train_timeout_s: float = Field(24 * 3600, gt=0)
+    evaluate_deployment: str | None = Field(
+        None,
+        description="Prefect deployment that evaluates the baseline and the aligned model on a "
+        "GPU work pool; None evaluates in the pipeline's own process.",
+    )
+    stage_timeout_s: float = Field(
+        24 * 3600, gt=0, description="Time limit of each stage task (a Prefect task timeout)."
+    )
 
 
 class ModelConfig(Section):
@@ -275,6 +283,7 @@ def load_config(recipe: str = "default", overrides: list[str] | tuple[str, ...] 
 
 
 def _apply_override(data: dict[str, Any], item: str) -> None:
+    """Set one ``section.field=value`` override in the raw recipe; the value is parsed as YAML."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise ArgenError(f"override {item!r} must look like section.field=value")
@@ -284,7 +293,11 @@ def _apply_override(data: dict[str, Any], item: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ArgenError(f"override {item!r}: {part!r} is not a section")
-    node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ArgenError(f"override {item!r}: the value is not valid YAML ({reason})") from None
 
 
 def _describe(exc: ValidationError) -> str:

@@ -1,32 +1,110 @@
-"""The current model: a small pointer to the aligned model whose report passed the gate."""
+"""Model lines: one per recipe, each with its champion (the current model) and an append-only
+history of promotions and rollbacks (which model, which report, when, the figures).
+
+A line is a recipe because a recipe fixes the base model, the training budget and the judge:
+a 12-step CPU `default` run can never replace the `gpu` recipe's model. The champion is the
+last promoted model not rolled back; the history is replayed to find it, never rewritten."""
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from argen.atomic import atomic_file
 from argen.config import Config
+from argen.errors import ArgenError
 
 
-def pointer_path(config: Config) -> Path:
-    return config.storage.root / "current_model.json"
+def line_dir(config: Config, line: str) -> Path:
+    """Where a model line's pointer and history live."""
+    if not line or "/" in line or line.startswith("."):
+        raise ArgenError(f"model line name {line!r} is not a plain name")
+    return config.storage.root / "models" / line
 
 
-def current_model(config: Config) -> dict | None:
-    """The pointer's content, or None before any model passed the gate."""
-    path = pointer_path(config)
-    return json.loads(path.read_text()) if path.is_file() else None
+def history(config: Config, line: str) -> list[dict]:
+    """Every promotion and rollback of the line, oldest first."""
+    path = line_dir(config, line) / "history.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(row) for row in path.read_text().splitlines() if row.strip()]
 
 
-def promote(config: Config, model_dir: Path, report_dir: Path) -> Path:
-    """Record `model_dir` as the current model (atomically), citing the report that passed."""
-    record = {
-        "model_dir": str(model_dir),
-        "report": str(report_dir),
-        "promoted_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "previous": (current_model(config) or {}).get("model_dir"),
-    }
-    path = pointer_path(config)
-    with atomic_file(path) as tmp:
-        tmp.write_text(json.dumps(record, indent=2) + "\n")
-    return path
+def champions(events: list[dict]) -> list[dict]:
+    """The stack of champions the history leaves: a promotion pushes, a rollback pops."""
+    stack: list[dict] = []
+    for event in events:
+        if event["event"] == "promote":
+            stack.append(event)
+        elif event["event"] == "rollback":
+            stack.pop()
+    return stack
+
+
+def champion(config: Config, line: str) -> dict | None:
+    """The line's current model (its promotion record), or None before any promotion."""
+    stack = champions(history(config, line))
+    return stack[-1] if stack else None
+
+
+def _append(config: Config, line: str, event: dict) -> dict:
+    """Append one event to the history (flushed to disk) and update the champion pointer."""
+    directory = line_dir(config, line)
+    directory.mkdir(parents=True, exist_ok=True)
+    event = {**event, "line": line, "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    with open(directory / "history.jsonl", "a") as out:
+        out.write(json.dumps(event) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    current = champion(config, line)
+    with atomic_file(directory / "champion.json") as tmp:
+        tmp.write_text(json.dumps(current, indent=2) + "\n")
+    return event
+
+
+def promote(
+    config: Config, line: str, model_dir: Path, report_dir: Path, challenge: Path | None = None
+) -> dict:
+    """Make `model_dir` the line's champion, citing its report (and the comparison with the
+    champion it replaces, if there was one) and the report's score figures."""
+    summary = json.loads((report_dir / "summary.json").read_text())
+    previous = champion(config, line)
+    return _append(
+        config,
+        line,
+        {
+            "event": "promote",
+            "model_dir": str(model_dir),
+            "report": str(report_dir),
+            "challenge_report": str(challenge) if challenge else None,
+            "replaced": previous["model_dir"] if previous else None,
+            "figures": {s["dimension"]: s["aligned"] for s in summary["scores"]},
+        },
+    )
+
+
+def rollback(config: Config, line: str) -> dict:
+    """Restore the champion before the current one; the rollback is recorded in the history."""
+    stack = champions(history(config, line))
+    if len(stack) < 2:
+        raise ArgenError(f"model line {line!r} has no earlier champion to roll back to")
+    return _append(
+        config,
+        line,
+        {
+            "event": "rollback",
+            "model_dir": stack[-2]["model_dir"],
+            "replaced": stack[-1]["model_dir"],
+        },
+    )
+
+
+def losses(challenge_summary: dict) -> list[str]:
+    """Dimensions on which the challenger is worse than the champion beyond noise (the paired
+    comparison's verdict: Holm-adjusted p below alpha and the whole interval below zero)."""
+    return [
+        f"{v['dimension']} {v['difference']:+.3f} "
+        f"(95% CI [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}])"
+        for v in challenge_summary["verdict"]
+        if v["call"] == "worse"
+    ]

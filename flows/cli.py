@@ -1,19 +1,43 @@
-"""The `argen` command: the library's stages, with `argen run` as the Prefect pipeline flow and
-`argen notify-dataset` emitting the event that triggers a pipeline run."""
+"""The `argen` command: the library's stages, with `argen run` as the Prefect pipeline flow,
+`argen notify-dataset` emitting the event that triggers a pipeline run, and `argen champion` /
+`argen rollback` showing and rolling back a recipe's model line."""
 
 import os
 import sys
+from pathlib import Path
 
 from argen import cli
 
 
 def run_with_prefect(config, recipe: str) -> str:
-    """`argen run`: the pipeline flow, in Prefect's ephemeral mode unless a server is set."""
+    """`argen run`: the pipeline flow, in Prefect's ephemeral mode unless a server is set; prints
+    how the release ended (Promoted, Gate failed, Lost to champion) and the report."""
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "argen")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.pipeline import pipeline
 
-    return pipeline(recipe=recipe)
+    state = pipeline(recipe=recipe, return_state=True)
+    return f"{state.name}: {state.message} (report: {state.result()})"
+
+
+def rollback(config, recipe: str) -> str:
+    """Restore the recipe's model line's previous champion (recorded in its history)."""
+    from argen import registry
+
+    event = registry.rollback(config, Path(recipe).stem)
+    return f"{event['line']} champion is {event['model_dir']} again (was {event['replaced']})"
+
+
+def champion(config, recipe: str) -> str:
+    """Show the recipe's model line: its champion and its history of promotions and rollbacks."""
+    from argen import registry
+
+    line = Path(recipe).stem
+    events = registry.history(config, line)
+    rows = [f"{e['at']} {e['event']:8} {e['model_dir']}" for e in events]
+    current = registry.champion(config, line)
+    head = f"{line} champion: {current['model_dir'] if current else 'none yet'}"
+    return "\n".join([head, *rows])
 
 
 def notify_dataset(config, recipe: str) -> str:
@@ -37,7 +61,8 @@ def notify_dataset(config, recipe: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main(argv, run=run_with_prefect, extra={"notify-dataset": notify_dataset})
+    extra = {"notify-dataset": notify_dataset, "rollback": rollback, "champion": champion}
+    return cli.main(argv, run=run_with_prefect, extra=extra)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The ArGen pipeline flow: curate -> baseline eval -> train -> merge -> aligned eval -> report."""
+"""The ArGen pipeline flow: curate -> baseline eval -> train -> merge -> aligned eval -> report
+-> release (champion/challenger on the recipe's model line)."""
 
 import json
 from pathlib import Path
@@ -6,74 +7,147 @@ from pathlib import Path
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.deployments import run_deployment
+from prefect.states import Completed, State
 
-from argen import stages
+from argen import registry, stages
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 from argen.models import resolve_model
-from argen.registry import promote
 from flows.common import JudgeBackend, form_overrides
 from flows.train import train_flow
 from tasks import stages as t
 
+GATE_FAILED = "Gate failed"
+LOST = "Lost to champion"
+PROMOTED = "Promoted"
 
-def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: str) -> str:
+
+def on_deployment(name: str, parameters: dict, timeout: float) -> None:
+    """Run a deployment (on its own work pool) and wait; anything but Completed is an error."""
+    get_run_logger().info("running deployment %s", name)
+    run = run_deployment(name, parameters=parameters, timeout=timeout)
+    if not run.state or not run.state.is_completed():
+        raise ArgenError(f"deployment {name} ended {run.state and run.state.name}")
+
+
+def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: str) -> dict:
     """Inline, or as the GPU deployment when ``orchestration.train_deployment`` names one."""
+    model_dir = resolve_model(config.model.base)
+    splits = Path(curated)
+    adapter = stages.train_out(
+        config, model_dir, splits / "train.parquet", splits / "validation.parquet"
+    )
+    merged = stages.merge_out(config, model_dir, adapter)
+    reused = stages.is_complete("train", adapter) and stages.is_complete("merge", merged)
     name = config.orchestration.train_deployment
     if not name:
-        return train_flow(recipe, overrides, config.model.base, curated)
-    get_run_logger().info("training on deployment %s", name)
-    run = run_deployment(
-        name,
-        parameters={
-            "recipe": recipe,
-            "overrides": overrides,
-            "model": config.model.base,
-            "curated": curated,
-        },
-        timeout=config.orchestration.train_timeout_s,
-    )
-    if not run.state or not run.state.is_completed():
-        raise ArgenError(f"training deployment {name} ended {run.state and run.state.name}")
-    model_dir = resolve_model(config.model.base)
-    curated_dir = Path(curated)
-    adapter = stages.train_out(
-        config, model_dir, curated_dir / "train.parquet", curated_dir / "validation.parquet"
-    )
-    return str(stages.merge_out(config, model_dir, adapter))
+        merged = Path(train_flow(recipe, overrides, config.model.base, curated))
+    else:
+        parameters = {"recipe": recipe, "overrides": overrides, "curated": curated}
+        parameters["model"] = config.model.base
+        on_deployment(name, parameters, config.orchestration.train_timeout_s)
+    return {**t.ref("merge", merged), "reused": reused}
 
 
-def publish(report_dir: Path, gate_passed: bool) -> None:
-    """The report as a keyed (versioned) markdown artifact and a summary table artifact."""
+def evaluate(
+    config: Config, recipe: str, overrides: list[str], model: str, test: str, label: str
+) -> dict:
+    """Inline, or on the GPU pool when ``orchestration.evaluate_deployment`` names a deployment."""
+    name = config.orchestration.evaluate_deployment
+    if not name:
+        return t.evaluate(config, model, test, label)
+    out = stages.evaluate_out(config, resolve_model(model), Path(test), label)
+    reused = stages.is_complete("evaluate", out)
+    parameters = {"model": model, "scenarios": test, "label": label, "recipe": recipe}
+    parameters["overrides"] = overrides
+    on_deployment(name, parameters, config.orchestration.stage_timeout_s)
+    return {**t.ref("evaluate", out), "reused": reused}
+
+
+def score_rows(summary: dict) -> list[dict]:
+    """The summary's score table, rounded for an artifact."""
+    keys = ("baseline", "aligned", "difference", "ci_low", "ci_high")
+    return [
+        {"dimension": s["dimension"], **{k: round(s[k], 3) for k in keys}, "holm_p": s["p_holm"]}
+        for s in summary["scores"]
+    ]
+
+
+def publish(report_dir: Path, summary: dict, refs: list[dict]) -> None:
+    """The report as a keyed (versioned) markdown artifact and a summary table artifact; a run
+    whose every stage was reused says so at the top."""
     markdown = (report_dir / "report.md").read_text()
     markdown = "\n".join(line for line in markdown.splitlines() if not line.startswith("!["))
+    if all(r["reused"] for r in refs):
+        markdown = (
+            "> **Nothing recomputed**: every stage's output for these inputs already existed "
+            "(same data, recipe and code), so this run reused them.\n\n" + markdown
+        )
     create_markdown_artifact(
         markdown=markdown, key="argen-report", description=f"Comparison report ({report_dir})"
     )
-    summary = json.loads((report_dir / "summary.json").read_text())
-    rows = [
-        {
-            "dimension": s["dimension"],
-            "baseline": round(s["baseline"], 3),
-            "aligned": round(s["aligned"], 3),
-            "difference": round(s["difference"], 3),
-            "ci_low": round(s["ci_low"], 3),
-            "ci_high": round(s["ci_high"], 3),
-            "holm_p": s["p_holm"],
-        }
-        for s in summary["scores"]
-    ]
+    gate = "passed" if summary["gate_passed"] else "failed"
     create_table_artifact(
-        table=rows,
+        table=score_rows(summary),
         key="argen-summary",
-        description=f"Scores, aligned vs baseline; gate {'passed' if gate_passed else 'failed'}",
+        description=f"Scores, aligned vs baseline; gate {gate}",
     )
+
+
+def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dict) -> Path:
+    """The paired comparison of the champion (re-evaluated on this test split, with this judge)
+    against the candidate, published as a markdown section and a table artifact."""
+    model = champion["model_dir"]
+    judged = evaluate(config, ctx["recipe"], ctx["overrides"], model, ctx["test"], "champion")
+    champion_results = str(Path(judged["path"]) / "results.parquet")
+    out = Path(t.report(config, champion_results, str(aligned), None, f"{line}-challenge")["path"])
+    summary = json.loads((out / "summary.json").read_text())
+    worse = registry.losses(summary)
+    rows = score_rows(summary)
+    for row in rows:
+        row["champion"], row["candidate"] = row.pop("baseline"), row.pop("aligned")
+    lines = [f"## Champion comparison ({line} line)", ""]
+    lines += [f"Champion: `{champion['model_dir']}` (promoted {champion['at']}).", ""]
+    lines += [f"- worse beyond noise: {w}" for w in worse] or ["- not worse on any dimension"]
+    create_markdown_artifact(markdown="\n".join(lines), key="argen-champion-comparison")
+    create_table_artifact(
+        table=rows, key="argen-champion", description="Candidate vs champion, paired, same split"
+    )
+    return out
+
+
+def release(config: Config, line: str, merged: Path, report_dir: Path, ctx: dict) -> State:
+    """Promote the candidate if its gate passed and it is not worse than the line's champion
+    beyond noise; the returned state names the outcome (the UI shows it at a glance)."""
+    log = get_run_logger()
+    summary = json.loads((report_dir / "summary.json").read_text())
+    result = str(report_dir)
+    if not summary["gate_passed"]:
+        failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
+        message = "release gate failed, the champion stays: " + "; ".join(failed)
+        log.warning(message)
+        return Completed(name=GATE_FAILED, message=message, data=result)
+    current = registry.champion(config, line)
+    if current and current["model_dir"] == str(merged):
+        return Completed(message=f"{merged} is already the {line} champion", data=result)
+    challenge_dir = None
+    if current:
+        challenge_dir = challenge(config, line, current, ctx["aligned"], ctx)
+        worse = registry.losses(json.loads((challenge_dir / "summary.json").read_text()))
+        if worse:
+            message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
+            log.warning(message)
+            return Completed(name=LOST, message=message, data=result)
+    registry.promote(config, line, merged, report_dir, challenge_dir)
+    message = f"{merged} is now the {line} champion"
+    log.info(message)
+    return Completed(name=PROMOTED, message=message, data=result)
 
 
 @flow(
     name="argen-pipeline",
     description="Align a model as a healthcare assistant and prove it: curate, evaluate the "
-    "baseline, train with GRPO, merge, evaluate the aligned model, compare.",
+    "baseline, train with GRPO, merge, evaluate the aligned model, compare, release.",
 )
 def pipeline(
     recipe: str = "default",
@@ -81,40 +155,30 @@ def pipeline(
     model: str | None = None,
     max_steps: int | None = None,
     overrides: list[str] | None = None,
-) -> str:
-    """Run the whole ArGen pipeline and publish its report.
+) -> State:
+    """Run the whole ArGen pipeline, publish its report and release on the recipe's model line.
 
     Args:
-        recipe: bundled recipe name (default, gpu) or path to a YAML recipe.
+        recipe: bundled recipe name (default, gpu) or path to a YAML recipe; also the model line.
         judge_backend: judge for rewards and scores (default: the recipe's).
         model: base model spec or Hugging Face directory (default: the recipe's).
         max_steps: GRPO optimizer steps (default: the recipe's).
         overrides: more ``section.field=value`` config overrides.
     """
-    log = get_run_logger()
     extra = form_overrides(judge_backend, model, max_steps, overrides)
     config = load_config(recipe, extra)
-    name = Path(recipe).stem
-    curated = t.curate(config)["path"]
-    test = str(Path(curated) / "test.parquet")
-    baseline = t.evaluate(config, config.model.base, test, "baseline")
-    merged = train_and_merge(config, recipe, extra, curated)
-    aligned = t.evaluate(config, merged, test, "aligned")
-    adapter = Path(json.loads((Path(merged) / "merge_manifest.json").read_text())["adapter"])
-    report = t.report(
-        config,
-        str(Path(baseline["path"]) / "results.parquet"),
-        str(Path(aligned["path"]) / "results.parquet"),
-        str(adapter / "training_log.parquet"),
-        name,
-    )
+    line = Path(recipe).stem
+    curated = t.curate(config)
+    test = str(Path(curated["path"]) / "test.parquet")
+    baseline = evaluate(config, recipe, extra, config.model.base, test, "baseline")
+    merged = train_and_merge(config, recipe, extra, curated["path"])
+    aligned = evaluate(config, recipe, extra, merged["path"], test, "aligned")
+    merge_manifest = json.loads((Path(merged["path"]) / "merge_manifest.json").read_text())
+    results = [str(Path(r["path"]) / "results.parquet") for r in (baseline, aligned)]
+    log = str(Path(merge_manifest["adapter"]) / "training_log.parquet")
+    report = t.report(config, results[0], results[1], log, line)
     report_dir = Path(report["path"])
     summary = json.loads((report_dir / "summary.json").read_text())
-    publish(report_dir, summary["gate_passed"])
-    if summary["gate_passed"]:
-        pointer = promote(config, Path(merged), report_dir)
-        log.info("release gate passed: %s is now the current model (%s)", merged, pointer)
-    else:
-        failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
-        log.warning("release gate failed, the current model stays: %s", "; ".join(failed))
-    return str(report_dir)
+    publish(report_dir, summary, [curated, baseline, merged, aligned, report])
+    ctx = {"recipe": recipe, "overrides": extra, "test": test, "aligned": Path(results[1])}
+    return release(config, line, Path(merged["path"]), report_dir, ctx)

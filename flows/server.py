@@ -2,7 +2,11 @@
 
     python -m flows.server [--port 4200] [--home .prefect]      (what `make server` runs)
 
-The server binds to 127.0.0.1 unless --host says otherwise. The tests use the same functions.
+The server binds to 127.0.0.1 unless --host says otherwise. Its database is PostgreSQL: the
+one PREFECT_API_DATABASE_CONNECTION_URL names, else a private cluster under HOME/postgres
+(flows.postgres). SQLite stays for ephemeral runs only (`argen run` without a server): it
+refuses a write while workers write, and a Run pressed then failed with a 503.
+The tests use the same functions.
 """
 
 import argparse
@@ -14,8 +18,16 @@ import time
 import urllib.request
 from pathlib import Path
 
+from flows.postgres import database_url, start_postgres
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 POOLS = ("cpu", "gpu")
+# Flow runs the gpu pool runs at once: one per GPU of its worker's machine.
+GPU_SLOTS = int(os.environ.get("ARGEN_GPU_SLOTS", "1"))
+DATABASE_SETTINGS = (
+    "PREFECT_API_DATABASE_CONNECTION_URL",
+    "PREFECT_SERVER_DATABASE_CONNECTION_URL",
+)
 
 
 def prefect_env(
@@ -95,10 +107,25 @@ def start_server(env: dict, log: Path, timeout: float = 120) -> subprocess.Popen
     raise RuntimeError(f"prefect server did not answer within {timeout:.0f} s; see {log}")
 
 
+def start_database(env: dict, root: Path, log: Path) -> subprocess.Popen | None:
+    """Point `env` at PostgreSQL: the database it already names, else a private cluster in `root`
+    (started here; the caller stops it after the server)."""
+    if any(env.get(name, "").startswith("postgresql") for name in DATABASE_SETTINGS):
+        return None
+    for name in DATABASE_SETTINGS:
+        if env.get(name):
+            raise RuntimeError(f"{name} must name a PostgreSQL database, not {env[name]!r}")
+    proc = start_postgres(root, log)
+    env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url(root)
+    return proc
+
+
 def create_pools_and_deploy(env: dict) -> None:
-    """A process work pool per name in POOLS, then every deployment of prefect.yaml."""
+    """A process work pool per name in POOLS (the gpu pool limited to GPU_SLOTS runs at once),
+    then every deployment of prefect.yaml."""
     for pool in POOLS:
         prefect_cli("work-pool", "create", pool, "--type", "process", "--overwrite", env=env)
+    prefect_cli("work-pool", "set-concurrency-limit", "gpu", str(GPU_SLOTS), env=env)
     prefect_cli("--no-prompt", "deploy", "--all", env=env)
 
 
@@ -128,10 +155,13 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--home", type=Path, default=PROJECT_DIR / ".prefect")
     args = parser.parse_args()
-    env = prefect_env(args.home.resolve(), args.port, args.host)
-    logs = args.home.resolve() / "logs"
-    procs = [start_server(env, logs / "server.log")]
+    home = args.home.resolve()
+    env = prefect_env(home, args.port, args.host)
+    logs = home / "logs"
+    database = start_database(env, home / "postgres", logs / "postgres.log")
+    procs = [database] if database else []
     try:
+        procs.append(start_server(env, logs / "server.log"))
         create_pools_and_deploy(env)
         procs += [start_worker(pool, env, logs / f"worker-{pool}.log") for pool in POOLS]
         sys.stdout.write(

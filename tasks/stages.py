@@ -7,6 +7,7 @@ the output path and its key."""
 from pathlib import Path
 
 from prefect import Task, task
+from prefect.serializers import JSONSerializer
 from prefect.tasks import exponential_backoff
 
 from argen import stages
@@ -16,12 +17,13 @@ from argen.models import resolve_model
 
 
 def retry_unless_bad_input(task, task_run, state) -> bool:
-    """Retry faults that can pass (a judge outage, I/O); never a bad config or bad input."""
+    """Retry faults that can pass (a judge outage, I/O); never a bad config, bad input or a
+    stage that ran past its time limit (it would only run past it again)."""
     try:
         state.result()
     except JudgeOutage:
         return True
-    except ArgenError:
+    except (ArgenError, TimeoutError):
         return False
     except Exception:
         return True
@@ -38,9 +40,14 @@ def by_output(context, parameters: dict) -> str:
     return f"argen-{parameters['stage']}-{Path(parameters['out']).name}"
 
 
+# Results are small references (`ref`): cached as plain JSON, never pickle, and with no
+# object hooks, so reading a cache record cannot import or build arbitrary objects.
+RESULT_SERIALIZER = JSONSerializer(object_encoder=None, object_decoder=None)
+
 STAGE_TASK = dict(
     cache_key_fn=by_output,
     persist_result=True,
+    result_serializer=RESULT_SERIALIZER,
     retries=3,
     retry_delay_seconds=exponential_backoff(backoff_factor=2),
     retry_jitter_factor=0.2,
@@ -49,8 +56,11 @@ STAGE_TASK = dict(
 
 
 def _run(stage_task: Task, stage: str, out: Path, **parameters) -> dict:
+    """Run a stage task with the recipe's time limit; ``reused`` says it recomputed nothing."""
     fresh = not stages.is_complete(stage, out)
-    return stage_task.with_options(refresh_cache=fresh)(stage=stage, out=str(out), **parameters)
+    timeout = parameters["config"].orchestration.stage_timeout_s
+    options = stage_task.with_options(refresh_cache=fresh, timeout_seconds=timeout)
+    return {**options(stage=stage, out=str(out), **parameters), "reused": not fresh}
 
 
 @task(name="curate", task_run_name="curate scenarios", **STAGE_TASK)

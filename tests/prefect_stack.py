@@ -1,17 +1,23 @@
-"""A real Prefect stack for the tests that need one: a server on 127.0.0.1 (SQLite, a temporary
-PREFECT_HOME), the deployments of prefect.yaml, one process worker per pool, a fake OpenAI
-judge and a tiny recipe. Session-scoped: started once, stopped (and checked gone) at the end."""
+"""A real Prefect stack for the tests that need one: a server on 127.0.0.1 (on a private
+PostgreSQL cluster, as `make server` runs it; a temporary PREFECT_HOME), the deployments of
+prefect.yaml, one process worker per pool, a fake OpenAI judge and a tiny recipe.
+Session-scoped: started once, stopped (and checked gone) at the end."""
 
 import json
+import shutil
 import socket
+import tempfile
+from pathlib import Path
 
 import httpx
 import pytest
 
 from flows.server import (
+    DATABASE_SETTINGS,
     POOLS,
     create_pools_and_deploy,
     prefect_env,
+    start_database,
     start_server,
     start_worker,
     stop,
@@ -50,9 +56,15 @@ def stack(tmp_path_factory, judge_server):
     """Server, pools, deployments and one worker per pool; everything stopped afterwards."""
     home = tmp_path_factory.mktemp("prefect")
     env = prefect_env(home, free_port(), fast_polling=True)
+    for name in DATABASE_SETTINGS:
+        env.pop(name, None)
     env[KEY_ENV] = "test-key"
-    procs = [start_server(env, home / "server.log")]
+    # Outside pytest's temp folders: under root the cluster's owner must reach it.
+    database_root = Path(tempfile.mkdtemp(prefix="argen-pg-"))
+    procs = []
     try:
+        procs.append(start_database(env, database_root, home / "postgres.log"))
+        procs.append(start_server(env, home / "server.log"))
         create_pools_and_deploy(env)
         procs += [start_worker(pool, env, home / f"worker-{pool}.log") for pool in POOLS]
         with httpx.Client(base_url=env["PREFECT_API_URL"], timeout=30) as api:
@@ -60,6 +72,7 @@ def stack(tmp_path_factory, judge_server):
     finally:
         for proc in reversed(procs):
             stop(proc)
+        shutil.rmtree(database_root, ignore_errors=True)
         assert all(proc.poll() is not None for proc in procs), "a Prefect process survived"
 
 
@@ -103,7 +116,12 @@ def recipe(tmp_path_factory, judge_server):
                     "validation_prompts": 2,
                     "wandb_mode": "disabled",
                 },
-                "orchestration": {"train_deployment": "argen-train/train-gpu"},
+                # As the gpu recipe: training and every evaluation on the gpu pool.
+                "orchestration": {
+                    "train_deployment": "argen-train/train-gpu",
+                    "evaluate_deployment": "argen-evaluate/evaluate-gpu",
+                    "stage_timeout_s": 900,
+                },
             }
         )
     )
