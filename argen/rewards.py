@@ -76,7 +76,11 @@ class JudgeRewards:
             for i, (p, c) in enumerate(zip(prompts, completions, strict=True))
         ]
         key = json_sha256([(it.prompt, it.response, it.tier, it.scope) for it in items])
-        if self._batch is None or self._batch[0] != key:
+        if (
+            self._batch is None
+            or self._batch[0] != key
+            or self._batch[1].get_loop() is not asyncio.get_running_loop()
+        ):
             task = asyncio.ensure_future(self._score(items))
             self._batch = (key, task)
         return await self._batch[1]

@@ -3,13 +3,20 @@
 Transport faults (429 with Retry-After, 5xx, timeouts, dropped connections) are retried by the
 client itself. Answers that are not valid JSON of the expected shape, or refusals, are re-asked
 with the problem stated, up to `invalid_retries` times; after that the item is a `JudgeFailure`.
+Any other exception (a bug, not a judge fault) propagates.
+
+The client's connection pool belongs to one event loop, so the judge owns one: a daemon thread
+runs it for the judge's whole life, and `judge_many`, awaited from any caller's loop (one
+``asyncio.run`` per evaluation chunk, validation, TRL's reward loop), runs its work there.
 """
 
 import asyncio
 import functools
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Coroutine, Mapping, Sequence
 
 import openai
 from pydantic import BaseModel, ValidationError
@@ -37,6 +44,52 @@ class RateLimiter:
         self._next = slot + self.interval
         if slot > now:
             await asyncio.sleep(slot - now)
+
+
+class JudgeLoop:
+    """An event loop in a daemon thread, started on first use, on which the client always runs."""
+
+    def __init__(self, client: openai.AsyncOpenAI, name: str):
+        self.client = client
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, work: Coroutine):
+        """Schedule `work` on the judge's loop; an awaitable for the caller's own loop."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=_run_until_stopped, args=(self._loop,), name=self.name, daemon=True
+                )
+                self._thread.start()
+            future = asyncio.run_coroutine_threadsafe(work, self._loop)
+        return asyncio.wrap_future(future)
+
+    def close(self) -> None:
+        """Close the client's connections on their own loop, then stop the loop's thread."""
+        with self._lock:
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        if threading.current_thread() is thread:  # the judge was freed by its own loop's work
+            loop.create_task(self.client.close()).add_done_callback(lambda _: loop.stop())
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.client.close(), loop).result(timeout=10)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    """The judge thread's body: serve the loop until `JudgeLoop.close` stops it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 class OpenAIJudge:
@@ -68,9 +121,21 @@ class OpenAIJudge:
         self._response_format = config.response_format
         self._limit = RateLimiter(config.requests_per_minute)
         self._slots: asyncio.Semaphore | None = None
+        self._runner = JudgeLoop(self.client, f"argen-judge-{config.model}")
+        self._finalizer = weakref.finalize(self, self._runner.close)
 
     async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
-        self._slots = asyncio.Semaphore(self.config.concurrency)
+        """Judge every pair on the judge's own loop, whichever loop awaits this."""
+        return await self._runner.submit(self._judge_all(pairs))
+
+    def close(self) -> None:
+        """Release the connections and the loop's thread (also done when the judge is freed)."""
+        self._finalizer()
+
+    async def _judge_all(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
+        """Runs on the judge's loop: at most `concurrency` requests in flight over all calls."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.config.concurrency)
         return await asyncio.gather(*(self._judge_one(p, r) for p, r in pairs))
 
     async def _judge_one(self, prompt: str, response: str) -> Mapping | JudgeFailure:
