@@ -265,15 +265,39 @@ def recipe_path(recipe: str) -> Path:
     return bundled
 
 
-def load_config(recipe: str = "default", overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Load a recipe and apply ``section.field=value`` overrides (values parsed as YAML)."""
-    path = recipe_path(recipe)
+def read_recipe(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A recipe's raw sections; ``extends: NAME`` starts from that recipe and overrides it field by
+    field, so a variant states only what it changes."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ArgenError(f"recipe {path} is not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ArgenError(f"recipe {path} must be a mapping of sections")
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    base_path = recipe_path(str(parent))
+    if base_path.resolve() in seen:
+        raise ArgenError(f"recipe {path} extends {parent!r}, which extends it again")
+    return _deep_merge(read_recipe(base_path, (*seen, path.resolve())), data)
+
+
+def _deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` applied: mappings merge key by key, anything else replaces."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(recipe: str = "default", overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Load a recipe and apply ``section.field=value`` overrides (values parsed as YAML)."""
+    path = recipe_path(recipe)
+    data = read_recipe(path)
     for item in overrides:
         _apply_override(data, item)
     try:

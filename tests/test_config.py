@@ -55,3 +55,39 @@ def test_recipe_file_path(tmp_path):
     path.write_text("curate: [1, 2\n")
     with pytest.raises(ArgenError, match="not valid YAML"):
         load_config(str(path))
+
+
+@pytest.mark.parametrize("value", ["[1, 2", "{a: 1", "'open", "a: b: c", "@x", "\t- x"])
+def test_an_override_value_that_is_not_yaml_is_named(value):
+    message = r"override .curate\.sources=.*.: the value is not valid YAML"
+    with pytest.raises(ArgenError, match=message):
+        load_config("default", [f"curate.sources={value}"])
+
+
+def test_a_recipe_extends_another_and_states_only_what_it_changes(tmp_path):
+    gpu = load_config("gpu")
+    qwen = load_config("gpu-qwen0.5b")
+    assert qwen.model.base == "qwen2.5-coder-0.5b-instruct"
+    assert qwen.train.learning_rate == 2.0e-5
+    assert qwen.train.max_steps == gpu.train.max_steps
+    assert qwen.judge.weights == gpu.judge.weights
+    assert qwen.train.lora == gpu.train.lora
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: gpu-qwen1.5b\ntrain: {max_steps: 3}\n")
+    loaded = load_config(str(child), ["train.beta=0.01"])
+    assert (loaded.model.base, loaded.train.max_steps, loaded.train.beta) == (
+        "qwen2.5-coder-1.5b-instruct",
+        3,
+        0.01,
+    )
+
+
+def test_a_recipe_that_extends_itself_is_a_clear_error(tmp_path):
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(f"extends: {loop}\n")
+    with pytest.raises(ArgenError, match="extends .* which extends it again"):
+        load_config(str(loop))
+    missing = tmp_path / "orphan.yaml"
+    missing.write_text("extends: no-such-recipe\n")
+    with pytest.raises(ArgenError, match="unknown recipe 'no-such-recipe'"):
+        load_config(str(missing))
