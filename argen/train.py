@@ -11,19 +11,21 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 from datasets import Dataset
 from peft import LoraConfig
+from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoTokenizer, TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer
 
-from argen.atomic import atomic_dir
+from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
 from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
 from argen.errors import ArgenError, JudgeOutage
@@ -128,6 +130,47 @@ class JudgeHealthCallback(TrainerCallback):
             )
 
 
+CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+CHECKPOINT_FILES = ("adapter_config.json", "adapter_model.safetensors", "optimizer.pt")
+
+
+def _checkpoint_state(folder: Path) -> dict | None:
+    """The trainer state of a checkpoint transformers finished writing, else None.
+
+    transformers writes trainer_state.json last (after weights, optimizer, scheduler and RNG
+    state), so a parsable one for the folder's own step means the rest was written."""
+    try:
+        state = json.loads((folder / "trainer_state.json").read_text())
+        with safe_open(folder / "adapter_model.safetensors", "pt"):
+            pass
+    except (OSError, ValueError, SafetensorError):
+        return None
+    if state.get("global_step") != int(CHECKPOINT.fullmatch(folder.name).group(1)):
+        return None
+    files = [folder / name for name in CHECKPOINT_FILES] + [folder / "scheduler.pt"]
+    files += list(folder.glob("rng_state*.pth"))[:1] or [folder / "rng_state.pth"]
+    return state if all(f.is_file() and f.stat().st_size for f in files) else None
+
+
+def last_complete_checkpoint(work: Path) -> Path | None:
+    """The newest complete checkpoint in `work`. Newer ones whose writing was cut short are
+    removed with a warning; the resumed run writes them again."""
+    found = [p for p in work.glob("checkpoint-*") if CHECKPOINT.fullmatch(p.name) and p.is_dir()]
+    for folder in sorted(found, key=lambda p: int(p.name.split("-")[1]), reverse=True):
+        if _checkpoint_state(folder) is not None:
+            return folder
+        log.warning("skipping %s: its writing did not finish (stopped while saving)", folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
+def spent_work_dir(work: Path) -> bool:
+    """A ``.partial`` folder nothing will resume: its output is finished, or it holds no
+    complete checkpoint."""
+    out = work.with_name(work.name.removesuffix(".partial"))
+    return (out / "manifest.json").is_file() or last_complete_checkpoint(work) is None
+
+
 class DivergenceGuard(TrainerCallback):
     """Stops training at the first step whose gradient norm is not finite: the optimizer has
     just written NaNs into the adapter, and every later step would train garbage."""
@@ -170,20 +213,57 @@ def train(
     out_dir: Path,
     callbacks: Sequence[TrainerCallback] = (),
 ) -> Path:
-    """Train a LoRA adapter with GRPO; returns `out_dir` holding the selected adapter."""
+    """Train a LoRA adapter with GRPO; returns `out_dir` holding the selected adapter.
+
+    One process at a time works in ``<out>.partial``; a second run of the same output waits,
+    then uses the first one's adapter instead of training again."""
     check_model_dir(model_dir)
     train_frame = read_scenarios(train_split)
     validation_frame = read_scenarios(validation_split)
     if (train_frame["split"] == "test").any() or (validation_frame["split"] == "test").any():
         raise ArgenError("training and model selection must not see the test split")
+    out_dir = output_path(out_dir)
+    work = out_dir.with_name(out_dir.name + ".partial")
+    before = identity(out_dir)
+    sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
+    with owned_dir(work):
+        if identity(out_dir) != before and (out_dir / "manifest.json").is_file():
+            log.info("another run finished %s while this one waited; using its adapter", out_dir)
+            return out_dir
+        run = _fit(config, model_dir, train_frame, validation_frame, work, callbacks)
+        inputs = {str(p): file_sha256(p) for p in (train_split, validation_split)}
+        _write_adapter(run, config, model_dir, inputs, out_dir)
+        shutil.rmtree(work, ignore_errors=True)
+    log.info("trained %d steps; adapter in %s", run.trainer.state.global_step, out_dir)
+    return out_dir
+
+
+@dataclass
+class TrainingRun:
+    """What a finished training hands to the writing of its output."""
+
+    trainer: GRPOTrainer
+    validator: ValidationCallback
+    tokenizer: object
+    rewards: JudgeRewards
+    judge: str
+    rollouts: str
+    resumed_from: Path | None
+
+
+def _fit(
+    config: Config,
+    model_dir: Path,
+    train_frame: pd.DataFrame,
+    validation_frame: pd.DataFrame,
+    work: Path,
+    callbacks: Sequence[TrainerCallback],
+) -> TrainingRun:
+    """Build the GRPO trainer in `work` and train, resuming from its newest complete checkpoint."""
     backend = make_backend(config.judge)
     rewards = JudgeRewards(backend, config.judge.weights.model_dump(), open_cache(config))
     on_gpu = torch.cuda.is_available()
-    work = out_dir.with_name(out_dir.name + ".partial")
-    work.mkdir(parents=True, exist_ok=True)
-    args = grpo_args(config, work, on_gpu)
     configure_wandb(config.train, work)
-
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     validator = ValidationCallback(config, backend, validation_frame, tokenizer, work / "best")
     fast = not config.train.use_vllm and wants_engine(
@@ -191,11 +271,12 @@ def train(
     )
     rollouts = "vllm" if config.train.use_vllm else "fast" if fast else "transformers"
     log.info("GRPO rollouts: %s", rollouts)
+    resume = last_complete_checkpoint(work)
     lora = config.train.lora
     trainer = GRPOTrainer(
         model=str(model_dir),
         reward_funcs=rewards.functions(),
-        args=args,
+        args=grpo_args(config, work, on_gpu),
         train_dataset=training_dataset(train_frame),
         processing_class=tokenizer,
         peft_config=LoraConfig(
@@ -209,48 +290,51 @@ def train(
         rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
     validator.trainer = trainer
-    resume = get_last_checkpoint(str(work))
     if resume:
         log.info("resuming from %s", resume)
     try:
-        trainer.train(resume_from_checkpoint=resume)
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         validator.validate(trainer.model, trainer.state.global_step)  # always score the last one
     finally:
         finish_tracking(config.train)
+    return TrainingRun(trainer, validator, tokenizer, rewards, backend.name, rollouts, resume)
 
+
+def _write_adapter(
+    run: TrainingRun, config: Config, model_dir: Path, inputs: dict, out_dir: Path
+) -> None:
+    """The selected adapter, tokenizer, logs and manifest, atomically into `out_dir`."""
+    work = Path(run.trainer.args.output_dir)
     with atomic_dir(out_dir) as tmp:
-        selected = validator.best_dir if config.train.select == "best" else None
+        selected = run.validator.best_dir if config.train.select == "best" else None
         if selected and (selected / "adapter_config.json").is_file():
             shutil.copytree(selected, tmp, dirs_exist_ok=True)
         else:
-            trainer.model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        write_parquet(pd.DataFrame(trainer.state.log_history), tmp / "training_log.parquet")
-        write_parquet(validator.history_frame(), tmp / "validation_log.parquet")
+            run.trainer.model.save_pretrained(tmp)
+        run.tokenizer.save_pretrained(tmp)
+        write_parquet(pd.DataFrame(run.trainer.state.log_history), tmp / "training_log.parquet")
+        write_parquet(run.validator.history_frame(), tmp / "validation_log.parquet")
         _copy_tracking(work, tmp)
         manifest = {
             "stage": "train",
             "code_version": code_version(),
             "base_model": str(model_dir),
-            "inputs": {
-                str(train_split): file_sha256(train_split),
-                str(validation_split): file_sha256(validation_split),
-            },
+            "inputs": inputs,
             "config": {
                 "train": config.train.model_dump(mode="json"),
-                "judge": backend.name,
+                "judge": run.judge,
                 "weights": config.judge.weights.model_dump(),
             },
-            "selected": {"rule": config.train.select, **validator.selected(config.train.select)},
-            "steps": trainer.state.global_step,
-            "rollouts": rollouts,
-            "resumed_from": resume,
-            "judge": {"judged": rewards.judged, "failures": rewards.failures},
+            "selected": {
+                "rule": config.train.select,
+                **run.validator.selected(config.train.select),
+            },
+            "steps": run.trainer.state.global_step,
+            "rollouts": run.rollouts,
+            "resumed_from": str(run.resumed_from) if run.resumed_from else None,
+            "judge": {"judged": run.rewards.judged, "failures": run.rewards.failures},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    log.info("trained %d steps; adapter in %s", trainer.state.global_step, out_dir)
-    return out_dir
 
 
 def _copy_tracking(work: Path, dest: Path) -> None:

@@ -1,17 +1,37 @@
 """Two real GRPO steps on CPU with the packaged model and the local judge."""
 
 import json
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pandas as pd
 import pytest
 import torch
-from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, TrainerCallback, TrainerState
+from safetensors.torch import load_file, save_file
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    TrainerCallback,
+    TrainerState,
+)
 
+from argen.atomic import owned_dir, sweep_work_dirs
 from argen.config import load_config
 from argen.errors import ArgenError
 from argen.merge import merge
-from argen.train import DivergenceGuard, batch_shape, train
+from argen.train import (
+    DivergenceGuard,
+    batch_shape,
+    last_complete_checkpoint,
+    spent_work_dir,
+    train,
+)
 from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
@@ -135,6 +155,153 @@ def test_interrupted_run_resumes_from_checkpoint(default_model_dir, tmp_path):
     assert manifest["resumed_from"].endswith("checkpoint-1") and manifest["steps"] == 2
     validations = pd.read_parquet(out / "validation_log.parquet")
     assert validations["step"].tolist() == [0, 1, 2]  # the interrupted run's scoring is kept
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(default_model_dir, tmp_path_factory):
+    """A 2-layer random Llama with the packaged model's tokenizer: a training step in a blink."""
+    tokenizer = AutoTokenizer.from_pretrained(default_model_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+KILLED_WHILE_SAVING = """
+import json, sys, time
+from pathlib import Path
+from transformers import TrainerState
+from argen.config import load_config
+from argen.train import train
+
+overrides, model, train_split, validation_split, out, writing = sys.argv[1:]
+save = TrainerState.save_to_json
+
+def save_slowly(self, path):
+    # checkpoint-2's trainer state (written last) is half on disk when we are killed
+    if self.global_step == 2:
+        text = json.dumps({"global_step": 2, "log_history": self.log_history})
+        with open(path, "w") as f:
+            f.write(text[: len(text) // 2])
+        Path(writing).write_text(path)
+        time.sleep(600)
+    save(self, path)
+
+TrainerState.save_to_json = save_slowly
+train(load_config("default", json.loads(overrides)), *map(Path, sys.argv[2:6]))
+"""
+
+
+def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_one(
+    tiny_model_dir, tmp_path, caplog
+):
+    overrides = [
+        f"storage.root={tmp_path / 'art'}",
+        "train.max_steps=3",
+        "train.num_generations=2",
+        "train.prompts_per_step=2",
+        "train.max_completion_length=8",
+        "train.save_steps=1",
+        "train.validation_steps=10",
+        "train.validation_prompts=2",
+        "train.wandb_mode=disabled",
+        "generation.max_new_tokens=8",
+    ]
+    splits = (
+        split_file(tmp_path / "t.parquet", "train"),
+        split_file(tmp_path / "v.parquet", "validation"),
+    )
+    out, writing = tmp_path / "adapter", tmp_path / "writing"
+    args = [json.dumps(overrides), tiny_model_dir, *splits, out, writing]
+    child = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_SAVING, *map(str, args)])
+    try:
+        deadline = time.monotonic() + 600
+        while not writing.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert writing.exists(), "the training never reached checkpoint-2"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    work = tmp_path / "adapter.partial"
+    assert (work / "checkpoint-2" / "optimizer.pt").is_file()  # killed mid-checkpoint
+    recorder = Recorder()
+    with caplog.at_level(logging.WARNING, logger="argen.train"):
+        train(load_config("default", overrides), tiny_model_dir, *splits, out, [recorder])
+    assert "skipping" in caplog.text and "checkpoint-2" in caplog.text
+    assert recorder.first_step == 1  # from checkpoint-1, the newest complete one
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["resumed_from"].endswith("checkpoint-1") and manifest["steps"] == 3
+    assert not work.exists()
+
+
+def fake_checkpoint(work, step: int, complete: bool = True):
+    """A checkpoint folder as transformers leaves it; without `complete`, killed before its
+    trainer state was written."""
+    folder = work / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    save_file({"w": torch.zeros(2)}, folder / "adapter_model.safetensors")
+    for name in ("adapter_config.json", "optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (folder / name).write_text("x")
+    if complete:
+        state = {"global_step": step, "stateful_callbacks": {}}
+        (folder / "trainer_state.json").write_text(json.dumps(state))
+    return folder
+
+
+def test_the_newest_complete_checkpoint_is_chosen_and_torn_ones_removed(tmp_path):
+    work = tmp_path / "a.partial"
+    fake_checkpoint(work, 9)
+    complete = fake_checkpoint(work, 10)
+    torn = fake_checkpoint(work, 12, complete=False)
+    (fake_checkpoint(work, 11) / "trainer_state.json").write_text('{"global_step": 1')
+    assert last_complete_checkpoint(work) == complete
+    assert sorted(p.name for p in work.iterdir()) == ["checkpoint-10", "checkpoint-9"]
+    assert not torn.exists()
+
+
+def test_spent_work_folders_are_swept_and_resumable_ones_kept(tmp_path):
+    finished, resumable, empty = (tmp_path / f"{n}.partial" for n in "abc")
+    fake_checkpoint(finished, 1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "manifest.json").write_text("{}")
+    fake_checkpoint(resumable, 1)
+    fake_checkpoint(empty, 2, complete=False)
+    removed = sweep_work_dirs(tmp_path, ".partial", spent_work_dir)
+    assert removed == [finished, empty] and resumable.is_dir()
+
+
+def test_a_second_run_of_one_output_waits_and_uses_the_first_ones(tmp_path, default_model_dir):
+    config = tiny(tmp_path)
+    splits = (
+        split_file(tmp_path / "t.parquet", "train"),
+        split_file(tmp_path / "v.parquet", "validation"),
+    )
+    out = tmp_path / "adapter"
+    done = []
+    with owned_dir(out.with_name("adapter.partial")):  # the first run, training
+        second = threading.Thread(
+            target=lambda: done.append(train(config, default_model_dir, *splits, out))
+        )
+        second.start()
+        time.sleep(1)
+        assert not done, "the second run did not wait"
+        out.mkdir()
+        (out / "manifest.json").write_text('{"by": "first"}')  # the first one finishes
+    second.join(60)
+    assert done == [out] and json.loads((out / "manifest.json").read_text()) == {"by": "first"}
 
 
 def test_bad_inputs(default_model_dir, tmp_path):
