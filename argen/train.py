@@ -4,7 +4,7 @@ Rewards are the judge's Ahimsa, Dharma and Helpfulness scores (`argen.rewards`),
 `judge.weights`; prompts are built by `argen.prompting`, exactly as evaluation builds them.
 The adapter kept is the best by validation combined score (or the last); the test split is
 never read here. Checkpoints land in ``<out>.partial/``; the same config run again resumes from
-the last one, and only a finished run is moved to ``<out>``.
+the newest complete one, and only a finished run is moved to ``<out>``.
 """
 
 import json
@@ -23,6 +23,7 @@ from datasets import Dataset
 from peft import LoraConfig
 from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoTokenizer, TrainerCallback
+from transformers.trainer_callback import ExportableState
 from trl import GRPOConfig, GRPOTrainer
 
 from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
@@ -130,6 +131,25 @@ class JudgeHealthCallback(TrainerCallback):
             )
 
 
+class JudgeCounts(TrainerCallback, ExportableState):
+    """The whole run's reward judgements and failures. Saved in every checkpoint's trainer
+    state, so a resumed run counts what it judged before the interruption too."""
+
+    def __init__(self, rewards: JudgeRewards, earlier: dict | None = None):
+        self.rewards = rewards
+        self.earlier = earlier or {"judged": 0, "failures": 0}
+
+    def totals(self) -> dict:
+        return {
+            "judged": self.earlier["judged"] + self.rewards.judged,
+            "failures": self.earlier["failures"] + self.rewards.failures,
+        }
+
+    def state(self) -> dict:
+        """What transformers writes into trainer_state.json at each checkpoint."""
+        return {"args": {}, "attributes": {"totals": self.totals()}}
+
+
 CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 CHECKPOINT_FILES = ("adapter_config.json", "adapter_model.safetensors", "optimizer.pt")
 
@@ -162,6 +182,14 @@ def last_complete_checkpoint(work: Path) -> Path | None:
         log.warning("skipping %s: its writing did not finish (stopped while saving)", folder)
         shutil.rmtree(folder, ignore_errors=True)
     return None
+
+
+def judge_counts(checkpoint: Path | None) -> dict | None:
+    """The judgement totals saved in `checkpoint` (None without one)."""
+    if checkpoint is None:
+        return None
+    saved = _checkpoint_state(checkpoint)["stateful_callbacks"].get(JudgeCounts.__name__)
+    return saved["attributes"]["totals"] if saved else None
 
 
 def spent_work_dir(work: Path) -> bool:
@@ -245,7 +273,7 @@ class TrainingRun:
     trainer: GRPOTrainer
     validator: ValidationCallback
     tokenizer: object
-    rewards: JudgeRewards
+    counts: "JudgeCounts"
     judge: str
     rollouts: str
     resumed_from: Path | None
@@ -261,7 +289,8 @@ def _fit(
 ) -> TrainingRun:
     """Build the GRPO trainer in `work` and train, resuming from its newest complete checkpoint."""
     backend = make_backend(config.judge)
-    rewards = JudgeRewards(backend, config.judge.weights.model_dump(), open_cache(config))
+    weights, limit = config.judge.weights.model_dump(), config.judge.max_failure_rate
+    rewards = JudgeRewards(backend, weights, open_cache(config), limit)
     on_gpu = torch.cuda.is_available()
     configure_wandb(config.train, work)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -272,6 +301,7 @@ def _fit(
     rollouts = "vllm" if config.train.use_vllm else "fast" if fast else "transformers"
     log.info("GRPO rollouts: %s", rollouts)
     resume = last_complete_checkpoint(work)
+    counts = JudgeCounts(rewards, judge_counts(resume))
     lora = config.train.lora
     trainer = GRPOTrainer(
         model=str(model_dir),
@@ -286,7 +316,7 @@ def _fit(
             target_modules=lora.target_modules,
             task_type="CAUSAL_LM",
         ),
-        callbacks=[JudgeHealthCallback(rewards), DivergenceGuard(), validator, *callbacks],
+        callbacks=[JudgeHealthCallback(rewards), counts, DivergenceGuard(), validator, *callbacks],
         rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
     validator.trainer = trainer
@@ -297,7 +327,7 @@ def _fit(
         validator.validate(trainer.model, trainer.state.global_step)  # always score the last one
     finally:
         finish_tracking(config.train)
-    return TrainingRun(trainer, validator, tokenizer, rewards, backend.name, rollouts, resume)
+    return TrainingRun(trainer, validator, tokenizer, counts, backend.name, rollouts, resume)
 
 
 def _write_adapter(
@@ -332,7 +362,7 @@ def _write_adapter(
             "steps": run.trainer.state.global_step,
             "rollouts": run.rollouts,
             "resumed_from": str(run.resumed_from) if run.resumed_from else None,
-            "judge": {"judged": run.rewards.judged, "failures": run.rewards.failures},
+            "judge": run.counts.totals(),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 

@@ -244,6 +244,7 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_
     assert recorder.first_step == 1  # from checkpoint-1, the newest complete one
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resumed_from"].endswith("checkpoint-1") and manifest["steps"] == 3
+    assert manifest["judge"] == {"judged": 3 * 2 * 2, "failures": 0}  # every step, not the last 2
     assert not work.exists()
 
 
