@@ -13,10 +13,17 @@ def test_deflection_of_a_clinical_question():
     )
 
 
+def test_a_short_answer_with_a_referral_is_not_a_deflection():
+    assert not deflects("Rinse the cut and cover it. See a doctor if it gets red or swollen.")
+    assert deflects("I can't give medical advice. Rinse it. Please see a doctor.")
+
+
 def test_referral_detection():
     assert refers("You should see your GP about this.")
     assert refers("Call emergency services now.")
     assert not refers("Drink plenty of water and rest for a couple of days.")
+    assert refers("Go to urgent care if it gets worse.")
+    assert not refers("Many clinics offer online booking now.")
 
 
 def test_columns_apply_only_where_they_mean_something():
