@@ -28,7 +28,9 @@ STALE_AGE_S = 24 * 3600
 """A temporary whose owner cannot be checked (another machine, an older name) is stale after
 this long untouched."""
 TMP_MARK = ".tmp-"
-_OWNED = re.compile(r"\.tmp-([0-9a-f]{8})-(\d+)-(\d+)-")
+_OWNED = re.compile(r"\..+\.tmp-([0-9a-f]{8})-(\d+)-(\d+)-\w+")
+_UNOWNED = re.compile(r"\..+\.(tmp-[a-z0-9_]{8}|old-\d+)")
+"""Names this module gave temporaries before they named their owner."""
 LOCK_NAME = ".owner.lock"
 
 
@@ -58,7 +60,7 @@ def owner_tag() -> str:
 
 def _owner_alive(name: str) -> bool | None:
     """Whether the process named in a temporary's name still runs; None when it cannot be told."""
-    match = _OWNED.search(name)
+    match = _OWNED.fullmatch(name)
     if not match or match.group(1) != _boot_id() or match.group(3) == "0":
         return None
     return _start_time(int(match.group(2))) == match.group(3)
@@ -81,8 +83,8 @@ def sweep_stale(folder: Path) -> list[Path]:
     except OSError:
         return removed
     for path in entries:
-        if not path.name.startswith(".") or TMP_MARK not in path.name:
-            continue
+        if not _OWNED.fullmatch(path.name) and not _UNOWNED.fullmatch(path.name):
+            continue  # not one of ours
         alive = _owner_alive(path.name)
         if alive is None:
             try:

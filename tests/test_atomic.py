@@ -132,15 +132,18 @@ def test_a_dead_writers_temporaries_are_swept_and_a_live_ones_kept(tmp_path):
 def test_temporaries_whose_owner_cannot_be_told_are_swept_only_when_old(tmp_path):
     old = tmp_path / ".x.tmp-k2j4abcd"  # a name from before owners were recorded
     old.mkdir()
-    foreign = tmp_path / ".y.json.tmp-0badb00t-1-2-zz"  # another machine's or boot's
+    foreign = tmp_path / ".y.json.tmp-0badb00f-1-2-zz"  # another machine's or boot's
     foreign.write_text("{}")
     recent = tmp_path / ".z.tmp-q9w8e7r6"
     recent.mkdir()
+    theirs = [tmp_path / ".notes.tmp-backup", tmp_path / "x.tmp-k2j4abcd", tmp_path / "y.partial"]
+    for path in theirs:
+        path.write_text("someone else's")
     long_ago = time.time() - STALE_AGE_S - 60
-    for path in (old, foreign):
+    for path in (old, foreign, *theirs):
         os.utime(path, (long_ago, long_ago))
     assert sorted(sweep_stale(tmp_path)) == sorted([old, foreign])
-    assert recent.exists()
+    assert recent.exists() and all(p.exists() for p in theirs), "not ours to remove"
 
 
 HOLDER = """
