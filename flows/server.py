@@ -114,7 +114,7 @@ def start_database(env: dict, root: Path, log: Path) -> subprocess.Popen | None:
         return None
     for name in DATABASE_SETTINGS:
         if env.get(name):
-            raise RuntimeError(f"{name} must name a PostgreSQL database, not {env[name]!r}")
+            raise RuntimeError(f"{name} must name a PostgreSQL database (postgresql+asyncpg://)")
     proc = start_postgres(root, log)
     env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url(root)
     return proc

@@ -63,7 +63,9 @@ def stack(tmp_path_factory, judge_server):
     database_root = Path(tempfile.mkdtemp(prefix="argen-pg-"))
     procs = []
     try:
-        procs.append(start_database(env, database_root, home / "postgres.log"))
+        database = start_database(env, database_root, home / "postgres.log")
+        assert database is not None and "postgresql+asyncpg" in env[DATABASE_SETTINGS[0]]
+        procs.append(database)
         procs.append(start_server(env, home / "server.log"))
         create_pools_and_deploy(env)
         procs += [start_worker(pool, env, home / f"worker-{pool}.log") for pool in POOLS]
