@@ -1,13 +1,13 @@
 """Curation: scenario sources -> validated, deduplicated, stratified train/validation/test parquets.
 
-Steps: read every source file (jsonl, csv, parquet), validate and normalize each row, drop exact
-duplicates, then near-duplicates (cosine similarity of MiniLM embeddings), group remaining
-related prompts so that no group straddles splits, and split each tier x scope x category
-stratum by the configured fractions with a seeded shuffle. Same inputs and seed, same bytes.
+Steps: read every source file (`argen.sources`), validate and normalize each row, drop exact
+duplicates, then near-duplicates (cosine similarity of MiniLM embeddings, `argen.dedup`), group
+remaining related prompts so that no group straddles splits, and split each tier x scope x
+category stratum by the configured fractions with a seeded shuffle. Same inputs and seed, same
+bytes. Sources are read and validated before the sentence encoder (torch) is imported, so bad
+input fails in about a second.
 """
 
-import csv
-import io
 import json
 import logging
 import re
@@ -22,24 +22,14 @@ import pyarrow.parquet as pq
 
 from argen.atomic import atomic_dir
 from argen.config import CurateConfig
+from argen.dedup import drop_exact_duplicates, near_duplicates
 from argen.errors import ArgenError
 from argen.hashing import file_sha256, json_sha256
 from argen.schema import CATEGORIES, SCENARIO_COLUMNS, SCOPES, SOURCE_REQUIRED, SPLITS, TIERS
+from argen.sources import SourceRow, listing, read_sources, source_files, source_hashes
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
-
-SOURCE_SUFFIXES = (".jsonl", ".csv", ".parquet")
-MAX_LISTED_PROBLEMS = 20
-
-
-@dataclass
-class SourceRow:
-    """One raw row and where it came from (file and 1-based line or row), for error messages."""
-
-    file: Path
-    where: str
-    data: dict
 
 
 @dataclass
@@ -50,87 +40,6 @@ class Curated:
     rejects: pd.DataFrame
     duplicates: pd.DataFrame
     inputs: dict[str, str] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------- reading
-
-
-def source_files(paths: list[Path]) -> list[Path]:
-    """Expand directories into their source files (sorted); plain files are taken as given."""
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.suffix in SOURCE_SUFFIXES)
-            if not found:
-                raise ArgenError(f"source directory {path} has no .jsonl, .csv or .parquet files")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise ArgenError(f"source {path} does not exist")
-    return files
-
-
-def read_source(path: Path) -> list[SourceRow]:
-    """Read one source file into rows, failing with the file and line on unreadable content."""
-    if path.suffix not in SOURCE_SUFFIXES:
-        raise ArgenError(
-            f"{path}: unknown format {path.suffix or '(no suffix)'!r}; "
-            f"expected one of {', '.join(SOURCE_SUFFIXES)}"
-        )
-    if path.stat().st_size == 0:
-        raise ArgenError(f"{path}: file is empty")
-    if path.suffix == ".parquet":
-        return _read_parquet(path)
-    text = _decode_utf8(path)
-    rows = _read_jsonl(path, text) if path.suffix == ".jsonl" else _read_csv(path, text)
-    if not rows:
-        raise ArgenError(f"{path}: file has no rows")
-    return rows
-
-
-def _decode_utf8(path: Path) -> str:
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ArgenError(f"{path} line {line}: invalid UTF-8 ({exc.reason})") from None
-
-
-def _read_jsonl(path: Path, text: str) -> list[SourceRow]:
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ArgenError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(data, dict):
-            raise ArgenError(f"{path} line {number}: expected a JSON object")
-        rows.append(SourceRow(path, f"line {number}", data))
-    return rows
-
-
-def _read_csv(path: Path, text: str) -> list[SourceRow]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    rows = []
-    for data in reader:
-        data.pop(None, None)  # extra unnamed cells
-        rows.append(SourceRow(path, f"line {reader.line_num}", data))
-    return rows
-
-
-def _read_parquet(path: Path) -> list[SourceRow]:
-    try:
-        frame = pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as exc:
-        raise ArgenError(f"{path}: not a readable parquet file ({exc})") from None
-    if frame.empty:
-        raise ArgenError(f"{path}: file has no rows")
-    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    return [SourceRow(path, f"row {i}", data) for i, data in enumerate(records, start=1)]
 
 
 # ---------------------------------------------------------------- validation
@@ -148,7 +57,12 @@ def validate_row(row: SourceRow, max_prompt_chars: int) -> tuple[dict | None, st
         value = data.get(name)
         if value is None or (isinstance(value, str) and not value.strip()):
             return None, f"missing or empty {name!r}"
-    prompt = normalize_text(str(data["prompt"]))
+        if not _is_text(name, value):
+            return None, f"{name!r} must be text, got {type(value).__name__} {_short(value)}"
+    source = data.get("source")
+    if source is not None and not isinstance(source, str):
+        return None, f"'source' must be text, got {type(source).__name__} {_short(source)}"
+    prompt = normalize_text(data["prompt"])
     if len(prompt) > max_prompt_chars:
         return None, f"prompt has {len(prompt)} characters, over the limit of {max_prompt_chars}"
     tier = str(data["tier"]).strip().upper()
@@ -161,16 +75,27 @@ def validate_row(row: SourceRow, max_prompt_chars: int) -> tuple[dict | None, st
     ):
         if value not in allowed:
             return None, f"unknown {name} {data[name]!r} (expected one of {', '.join(allowed)})"
-    source = data.get("source")
     scenario = {
         "id": str(data["id"]).strip(),
         "prompt": prompt,
         "tier": tier,
         "scope": scope,
         "category": category,
-        "source": normalize_text(str(source)) if source else row.file.stem,
+        "source": normalize_text(source) if source else row.file.stem,
     }
     return scenario, None
+
+
+def _is_text(name: str, value) -> bool:
+    """Required fields are strings; an id may also be an integer (a numeric id column)."""
+    if name == "id" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return True
+    return isinstance(value, str)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def validate(rows: list[SourceRow], config: CurateConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -193,78 +118,13 @@ def validate(rows: list[SourceRow], config: CurateConfig) -> tuple[pd.DataFrame,
         seen_ids[scenario["id"]] = f"{row.file} {row.where}"
         good.append(scenario)
     if rejects and not config.drop_invalid:
-        listed = [f"  {r['file']} {r['where']}: {r['problem']}" for r in rejects]
-        more = len(listed) - MAX_LISTED_PROBLEMS
-        text = "\n".join(listed[:MAX_LISTED_PROBLEMS]) + (
-            f"\n  ... and {more} more" if more > 0 else ""
-        )
+        listed = [f"{r['file']} {r['where']}: {r['problem']}" for r in rejects]
         raise ArgenError(
             f"{len(rejects)} invalid scenario row(s); fix them or set "
-            f"curate.drop_invalid=true:\n{text}"
+            f"curate.drop_invalid=true:\n{listing(listed)}"
         )
     reject_frame = pd.DataFrame(rejects, columns=["file", "where", "problem", "row"])
     return pd.DataFrame(good, columns=list(SCENARIO_COLUMNS[:-1])), reject_frame
-
-
-# ---------------------------------------------------------------- dedupe
-
-
-def _exact_key(prompt: str) -> str:
-    return re.sub(r"[^\w]+", " ", prompt.casefold()).strip()
-
-
-def drop_exact_duplicates(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[dict]]:
-    """Drop prompts equal to an earlier one up to case, punctuation and spacing."""
-    keys = frame["prompt"].map(_exact_key)
-    first = {}
-    dropped = []
-    for index, key in keys.items():
-        if key in first:
-            dropped.append(
-                {
-                    "id": frame.at[index, "id"],
-                    "duplicate_of": first[key],
-                    "kind": "exact",
-                    "similarity": 1.0,
-                }
-            )
-        else:
-            first[key] = frame.at[index, "id"]
-    keep = ~keys.duplicated()
-    return frame[keep].reset_index(drop=True), dropped
-
-
-def drop_near_duplicates(
-    frame: pd.DataFrame, similarity: np.ndarray, threshold: float
-) -> tuple[pd.DataFrame, np.ndarray, list[dict]]:
-    """Drop each prompt whose cosine similarity to an earlier kept prompt reaches `threshold`."""
-    kept: list[int] = []
-    dropped = []
-    for i in range(len(frame)):
-        if kept:
-            best = int(np.argmax(similarity[i, kept]))
-            if similarity[i, kept[best]] >= threshold:
-                dropped.append(
-                    {
-                        "id": frame.at[i, "id"],
-                        "duplicate_of": frame.at[kept[best], "id"],
-                        "kind": "near",
-                        "similarity": round(float(similarity[i, kept[best]]), 4),
-                    }
-                )
-                continue
-        kept.append(i)
-    return frame.iloc[kept].reset_index(drop=True), similarity[np.ix_(kept, kept)], dropped
-
-
-def relatedgroup_s(similarity: np.ndarray, threshold: float) -> np.ndarray:
-    """Connected components of the graph 'similarity >= threshold': one group id per row."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    adjacency = csr_matrix(similarity >= threshold)
-    _, labels = connected_components(adjacency, directed=False)
-    return labels
 
 
 # ---------------------------------------------------------------- split
@@ -294,16 +154,16 @@ def assign_splits(
 ) -> pd.Series:
     """Seeded, stratified split by tier x scope x category; a related group stays in one split."""
     frame = frame.assign(group_=groups)
-    first_ofgroup_ = frame.sort_values("id").groupby("group_", sort=True).head(1)
+    first_of_group = frame.sort_values("id").groupby("group_", sort=True).head(1)
     group_stratum = {
-        row.group_: (row.tier, row.scope, row.category) for row in first_ofgroup_.itertuples()
+        row.group_: (row.tier, row.scope, row.category) for row in first_of_group.itertuples()
     }
     group_size = frame.groupby("group_").size().to_dict()
     group_min_id = frame.groupby("group_")["id"].min().to_dict()
     rng = np.random.default_rng(seed)
     assigned_total = dict.fromkeys(SPLITS, 0)
     seen_total = 0
-    split_ofgroup_: dict[int, str] = {}
+    split_of_group: dict[int, str] = {}
     for stratum in sorted(set(group_stratum.values())):
         members = sorted(
             (g for g, s in group_stratum.items() if s == stratum), key=group_min_id.get
@@ -315,10 +175,10 @@ def assign_splits(
         remaining = stratum_quotas(n, fractions, deficit)
         for g in sorted(members, key=lambda g: -group_size[g]):
             split = max(SPLITS, key=lambda s: (remaining[s], -SPLITS.index(s)))
-            split_ofgroup_[g] = split
+            split_of_group[g] = split
             remaining[split] -= group_size[g]
             assigned_total[split] += group_size[g]
-    return frame["group_"].map(split_ofgroup_).rename("split")
+    return frame["group_"].map(split_of_group).rename("split")
 
 
 # ---------------------------------------------------------------- the stage
@@ -326,26 +186,38 @@ def assign_splits(
 
 def curate_frames(config: CurateConfig) -> Curated:
     """Run every curation step in memory; raises ArgenError on bad input before any writing."""
-    from argen.embeddings import embed
-
-    files = source_files(config.sources)
-    rows = [row for path in files for row in read_source(path)]
+    files, rows = read_sources(config.sources)
     scenarios, rejects = validate(rows, config)
     if scenarios.empty:
         raise ArgenError(f"no valid scenarios in {', '.join(map(str, files))}")
+    inputs = source_hashes(files)
     scenarios, exact = drop_exact_duplicates(scenarios)
+    from argen.embeddings import embed  # torch and sentence-transformers: only for valid input
+
     vectors = embed(scenarios["prompt"].tolist())
-    similarity = vectors @ vectors.T
-    scenarios, similarity, near = drop_near_duplicates(
-        scenarios, similarity, config.near_duplicate_threshold
-    )
-    groups = relatedgroup_s(similarity, config.related_threshold)
+    found = near_duplicates(vectors, config.near_duplicate_threshold, config.related_threshold)
+    near = near_duplicate_records(scenarios, found)
+    scenarios = scenarios.iloc[found.kept].reset_index(drop=True)
+    groups = found.groups
     fractions = config.split.model_dump()
     scenarios["split"] = assign_splits(scenarios, groups, fractions, config.seed).to_numpy()
     scenarios = scenarios.sort_values(["split", "id"], key=_split_order).reset_index(drop=True)
     duplicates = pd.DataFrame(exact + near, columns=["id", "duplicate_of", "kind", "similarity"])
-    inputs = {str(path): file_sha256(path) for path in files}
     return Curated(scenarios[list(SCENARIO_COLUMNS)], rejects, duplicates, inputs)
+
+
+def near_duplicate_records(frame: pd.DataFrame, found) -> list[dict]:
+    """One duplicates.parquet record per near duplicate, in row order."""
+    ids = frame["id"].to_numpy()
+    return [
+        {
+            "id": ids[i],
+            "duplicate_of": ids[found.duplicate_of[i]],
+            "kind": "near",
+            "similarity": round(float(found.similarity[i]), 4),
+        }
+        for i in np.flatnonzero(found.duplicate_of >= 0)
+    ]
 
 
 def _split_order(column: pd.Series) -> pd.Series:
@@ -354,7 +226,7 @@ def _split_order(column: pd.Series) -> pd.Series:
 
 def curate_key(config: CurateConfig) -> str:
     """Content key of a curation run: source file hashes, the config section, the code version."""
-    inputs = {str(p): file_sha256(p) for p in source_files(config.sources)}
+    inputs = source_hashes(source_files(config.sources))
     return json_sha256(
         {"inputs": inputs, "config": config.model_dump(mode="json"), "code": code_version()}
     )[:16]

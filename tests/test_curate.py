@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -257,3 +259,28 @@ def test_groups_stay_in_one_split(keys, data):
     )
     split = assign_splits(frame, groups, {"train": 0.7, "validation": 0.1, "test": 0.2}, 1)
     assert (pd.Series(split.to_numpy()).groupby(groups).nunique() == 1).all()
+
+
+# ------------------------------------------------------------ failing fast
+
+
+def test_invalid_source_fails_fast_without_importing_torch(tmp_path):
+    """`argen curate` on bad input names the problem before torch, TRL, transformers or the
+    sentence encoder are imported (they cost seconds and hundreds of MB)."""
+    source = write_jsonl(tmp_path / "s.jsonl", [*good_rows(), scenario("x", "Hi", tier="Q")])
+    script = (
+        "import sys\n"
+        "from flows.cli import main\n"
+        f"code = main(['curate', '--set', 'curate.sources=[{source}]', '--out', "
+        f"'{tmp_path / 'out'}'])\n"
+        "heavy = ['torch', 'trl', 'transformers', 'sentence_transformers', 'matplotlib']\n"
+        "print('LOADED', [m for m in heavy if m in sys.modules])\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{source} line 4: unknown tier 'Q'" in done.stderr
+    assert "LOADED []" in done.stdout
+    assert not (tmp_path / "out").exists()
