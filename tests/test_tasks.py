@@ -27,3 +27,36 @@ def test_a_result_that_is_not_plain_json_is_refused():
         t.RESULT_SERIALIZER.dumps({"path": Path("/tmp/x")})
     tagged = b'{"__class__": "pathlib.PosixPath", "data": "/tmp/x"}'
     assert t.RESULT_SERIALIZER.loads(tagged) == {"__class__": "pathlib.PosixPath", "data": "/tmp/x"}
+
+
+@pytest.mark.parametrize(
+    ("error", "retried"),
+    [
+        (t.JudgeOutage("judge down"), True),
+        (OSError("disk hiccup"), True),
+        (t.ArgenError("bad input"), False),
+        (TimeoutError("Task run exceeded timeout of 5 second(s)"), False),
+    ],
+)
+def test_retry_policy(error, retried):
+    """Transient faults are retried; bad input and a stage past its time limit are not."""
+    from prefect.states import Failed
+
+    assert t.retry_unless_bad_input(None, None, Failed(data=error)) is retried
+
+
+def test_stage_tasks_get_the_recipes_time_limit(monkeypatch):
+    """`_run` gives the stage task the recipe's orchestration.stage_timeout_s."""
+    from argen.config import load_config
+
+    seen = {}
+
+    class Recorder:
+        def with_options(self, **options):
+            seen.update(options)
+            return lambda **parameters: t.ref(parameters["stage"], Path(parameters["out"]))
+
+    config = load_config("default", ["orchestration.stage_timeout_s=42"])
+    result = t._run(Recorder(), "curate", Path("/nonexistent/curate/k1"), config=config)
+    assert seen == {"refresh_cache": True, "timeout_seconds": 42}
+    assert result["reused"] is False and result["key"] == "k1"
