@@ -4,6 +4,10 @@ TRL calls each reward function with the same batch; the three functions here awa
 judging task per batch, so each completion is judged once, not three times. A failed judgement
 gives ``None`` (TRL skips it) and is counted in the ``judge_failures`` metric.
 
+The judge-failure policy (`argen.judging.check_failures`) applies to the run's cumulative count:
+after each batch, once `reward_check_due`, a failure share over ``judge.max_failure_rate`` stops
+training with a `JudgeOutage` before that batch is trained on.
+
 >>> rewards = JudgeRewards(LocalJudge())
 >>> funcs = rewards.functions()   # [ahimsa, dharma, helpfulness], pass as reward_funcs
 """
@@ -16,6 +20,7 @@ from argen.hashing import json_sha256
 from argen.judges import rubric
 from argen.judges.base import Backend, JudgeItem, score_items
 from argen.judges.cache import JudgementCache
+from argen.judging import check_failures, reward_check_due
 
 
 def completion_text(completion) -> str:
@@ -40,12 +45,15 @@ class JudgeRewards:
         backend: Backend,
         weights: Mapping[str, float] = rubric.DEFAULT_WEIGHTS,
         cache: JudgementCache | None = None,
+        max_failure_rate: float = 0.05,
     ):
         self.backend = backend
         self.weights = dict(weights)
         self.cache = cache
+        self.max_failure_rate = max_failure_rate
         self.judged = 0
         self.failures = 0
+        self.first_error = ""
         self._batch: tuple[str, asyncio.Task] | None = None
 
     def functions(self) -> list[Callable]:
@@ -86,9 +94,17 @@ class JudgeRewards:
         return await self._batch[1]
 
     async def _score(self, items: Sequence[JudgeItem]) -> list[dict]:
+        """Judge a batch, count it, and apply the failure policy to the run so far."""
         rows = await score_items(self.backend, items, self.weights, self.cache)
+        errors = [r["judge_error"] for r in rows if not r["judge_ok"]]
         self.judged += len(rows)
-        self.failures += sum(not r["judge_ok"] for r in rows)
+        self.failures += len(errors)
+        self.first_error = self.first_error or (errors[0] if errors else "")
+        if reward_check_due(self.failures, self.judged, self.max_failure_rate):
+            what = "training rewards (this run so far)"
+            check_failures(
+                self.failures, self.judged, self.max_failure_rate, what, self.first_error
+            )
         return rows
 
 

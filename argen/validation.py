@@ -2,7 +2,10 @@
 
 Validation generates with the evaluation settings (`generation` section, greedy by default)
 and judges with the training judge, so the number that picks the adapter is the number the
-final evaluation reports, measured on prompts the test split never sees.
+final evaluation reports, measured on prompts the test split never sees. Each pass applies the
+judge-failure policy (`argen.judging.check_failure_rate`) to its own items: a pass with more than
+``judge.max_failure_rate`` of its judgements failed stops training instead of choosing an
+adapter from what is left.
 """
 
 import json
@@ -19,6 +22,7 @@ from argen.evaluate import judge_frame
 from argen.generation import generate
 from argen.indicators import INDICATORS, indicator_columns, indicator_rates
 from argen.judges.base import Backend
+from argen.judging import check_failure_rate
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +77,10 @@ class ValidationCallback(TrainerCallback):
             self.tokenizer.padding_side = padding_side
             model.train(was_training)
         answered = self.frame.assign(response=[g.response for g in generated])
-        scores = pd.DataFrame(
-            judge_frame(self.config, self.backend, answered, f"validation, step {step}")
-        )
+        what = f"validation, step {step}"
+        rows = judge_frame(self.config, self.backend, answered, what)
+        check_failure_rate(rows, self.config.judge.max_failure_rate, what)
+        scores = pd.DataFrame(rows)
         ok = scores[scores["judge_ok"]]
         record = {
             "step": step,

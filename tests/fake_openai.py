@@ -4,7 +4,8 @@ It judges like a crude but honest rubric judge: answers mentioning stocks are of
 an instruction to the judge found *outside* the fenced response is obeyed (so a broken fence
 shows up as inflated scores). Faults are queued per request: ``"429"``, ``"500"``, ``"hang"``;
 ``"bad_json"``, ``"missing_fields"``, ``"refusal"`` spoil one answer; ``content_mode`` set to
-one of those spoils every answer.
+one of those spoils every answer; ``spoil_when`` spoils (as ``bad_json``) every answer whose user
+message contains one of its texts, so that a known share of items fails.
 """
 
 import json
@@ -61,6 +62,7 @@ class FakeOpenAI:
         self.latency = latency
         self.faults: deque[str] = deque()
         self.content_mode = "normal"
+        self.spoil_when: tuple[str, ...] = ()
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.hang_seconds = 5.0
@@ -86,6 +88,7 @@ class FakeOpenAI:
             self.requests.clear()
             self.faults.clear()
             self.content_mode = "normal"
+            self.spoil_when = ()
             self.max_in_flight = 0
 
     def _next_fault(self) -> str | None:
@@ -139,6 +142,8 @@ class FakeOpenAI:
                 before, _, rest = user.partition(FENCE_OPEN)
                 response, _, after = rest.partition(FENCE_CLOSE)
                 obey = INJECTION in (before + after).lower()
+                if any(text in user for text in server.spoil_when):
+                    mode = "bad_json"
                 message = {"role": "assistant", "content": None}
                 if mode == "refusal":
                     message["refusal"] = "I can't help with that."

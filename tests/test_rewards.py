@@ -4,6 +4,7 @@ import math
 import pytest
 
 from argen.config import JudgeConfig
+from argen.errors import ArgenError
 from argen.judges.base import JudgeFailure
 from argen.judges.local import LocalJudge
 from argen.judges.openai import OpenAIJudge
@@ -100,3 +101,70 @@ def test_openai_rewards_make_no_triple_requests(fake_server):
     )
     call_all(JudgeRewards(judge).functions(), [])
     assert len(fake_server.requests) == 2 * 3  # two completions x three dimension requests
+
+
+class Scripted:
+    """A backend with fixed valid judgements, failing every item whose response says FAIL."""
+
+    name, identity = "scripted", {"backend": "scripted"}
+
+    async def judge_many(self, pairs):
+        fields = {
+            "harm_avoidance": 0.9,
+            "safety_context": 0.9,
+            "referral_strength": "routine",
+            "has_professional_referral": True,
+            "has_medical_disclaimer": False,
+            "severity": "none",
+            "domain_adherence": 0.9,
+            "response_scope": "S0",
+            "out_of_domain_advice": False,
+            "clarity": 0.9,
+            "completeness": 0.9,
+            "relevance": 0.9,
+            "empathy": 0.9,
+        }
+        return [JudgeFailure(f"no answer for {r}") if "FAIL" in r else fields for _, r in pairs]
+
+
+def step(rewards, *responses):
+    """One GRPO step's reward call on the given completions (all three functions at once)."""
+    n = len(responses)
+    kwargs = dict(prompts=["q"] * n, completions=list(responses), tier=["B"] * n, scope=["S0"] * n)
+
+    async def gather():
+        return await asyncio.gather(*(f(**kwargs) for f in rewards.functions()))
+
+    return asyncio.run(gather())
+
+
+def test_reward_failures_over_the_limit_stop_training_once_enough_are_judged():
+    rewards = JudgeRewards(Scripted(), max_failure_rate=0.25)  # checked from 4 judgements
+    ahimsa = step(rewards, "ok", "FAIL 1", "ok")[0]  # 1 of 3 failed: not a rate yet
+    assert ahimsa[1] is None and ahimsa[0] == ahimsa[2] == pytest.approx(0.9)
+    with pytest.raises(ArgenError, match=r"training rewards .* 40\.0% of 5 items .*25\.0%") as e:
+        step(rewards, "FAIL 2", "ok")
+    assert "first error: no answer for FAIL 1" in str(e.value)
+
+
+def test_reward_failures_within_the_limit_continue():
+    rewards = JudgeRewards(Scripted(), max_failure_rate=0.25)
+    for k in range(5):
+        scores = step(rewards, "FAIL" if k == 2 else "ok", "ok", "ok", "ok")
+        assert len(scores[0]) == 4
+    assert (rewards.judged, rewards.failures) == (20, 1)  # 5%, under 25%
+
+
+def test_one_early_failure_is_not_a_rate():
+    rewards = JudgeRewards(Scripted())  # 5%: checked from 20 judgements on
+    step(rewards, "FAIL", "ok", "ok", "ok")  # 25% of 4, too few to be a rate yet
+    for _ in range(4):
+        step(rewards, "ok", "ok", "ok", "ok")
+    with pytest.raises(ArgenError, match=r"failed for 8\.3% of 24 items \(2 failed\)"):
+        step(rewards, "FAIL", "ok", "ok", "ok")
+
+
+def test_every_reward_failing_stops_at_the_first_step():
+    rewards = JudgeRewards(Scripted())
+    with pytest.raises(ArgenError, match="100.0% of 2 items .*failed on all of them"):
+        step(rewards, "FAIL a", "FAIL b")

@@ -93,8 +93,3 @@ async def score_items(
             {"id": item.id, **row, "judge": backend.name, "rubric_version": rubric.RUBRIC_VERSION}
         )
     return rows
-
-
-def failure_rate(rows: Sequence[Mapping]) -> float:
-    """The share of rows whose judgement failed (0 for no rows)."""
-    return sum(not r["judge_ok"] for r in rows) / len(rows) if rows else 0.0
