@@ -62,6 +62,9 @@ def validate_row(row: SourceRow, max_prompt_chars: int) -> tuple[dict | None, st
     source = data.get("source")
     if source is not None and not isinstance(source, str):
         return None, f"'source' must be text, got {type(source).__name__} {_short(source)}"
+    for name in (*SOURCE_REQUIRED, "source"):
+        if isinstance(data.get(name), str) and not _encodable(data[name]):
+            return None, f"{name!r} is not valid Unicode (an unpaired surrogate escape)"
     prompt = normalize_text(data["prompt"])
     if len(prompt) > max_prompt_chars:
         return None, f"prompt has {len(prompt)} characters, over the limit of {max_prompt_chars}"
@@ -93,7 +96,17 @@ def _is_text(name: str, value) -> bool:
     return isinstance(value, str)
 
 
+def _encodable(text: str) -> bool:
+    """False for text holding a lone surrogate (a JSON escape like \\ud800): not writable."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _short(value) -> str:
+    """A value's repr for an error message, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -111,7 +124,9 @@ def validate(rows: list[SourceRow], config: CurateConfig) -> tuple[pd.DataFrame,
                     "file": str(row.file),
                     "where": row.where,
                     "problem": problem,
-                    "row": json.dumps(row.data, ensure_ascii=False, default=str),
+                    "row": json.dumps(row.data, ensure_ascii=False, default=str)
+                    .encode("utf-8", "backslashreplace")
+                    .decode("utf-8"),
                 }
             )
             continue
@@ -221,6 +236,7 @@ def near_duplicate_records(frame: pd.DataFrame, found) -> list[dict]:
 
 
 def _split_order(column: pd.Series) -> pd.Series:
+    """Sort key: splits in SPLITS order, other columns as they are."""
     return column.map(SPLITS.index) if column.name == "split" else column
 
 

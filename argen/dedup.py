@@ -20,6 +20,7 @@ _PENDING_EDGES = 1 << 22
 
 
 def _exact_key(prompt: str) -> str:
+    """The prompt casefolded with every run of non-word characters made one space."""
     return re.sub(r"[^\w]+", " ", prompt.casefold()).strip()
 
 
@@ -104,14 +105,26 @@ def _first_seen_labels(labels: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
-def _best_kept(sim: np.ndarray, kept: np.ndarray, offset: int, best, best_at) -> None:
-    """Update each row's most similar kept column (earliest on ties) from one column block."""
-    masked = np.where(kept[None, :], sim, -np.inf)
+def _scan_block(sim: np.ndarray, kept: np.ndarray, row0: int, col0: int, thresholds, best, best_at):
+    """One block of rows against an earlier block of columns: update each row's most similar
+    kept column (earliest on ties) and return the related pairs (row, column) it holds.
+
+    Only rows whose maximum reaches the lower threshold are looked at further; a row's `best`
+    is exact whenever it reaches the near-duplicate threshold, which is all that is decided on.
+    """
+    threshold, related = thresholds
+    rows = np.flatnonzero(sim.max(axis=1) >= min(threshold, related))
+    if not len(rows):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    part = sim[rows]
+    masked = part if kept.all() else np.where(kept[None, :], part, -np.inf)
     at = masked.argmax(axis=1)
-    value = masked[np.arange(len(masked)), at]
-    better = value > best
-    best[better] = value[better]
-    best_at[better] = at[better] + offset
+    value = masked[np.arange(len(rows)), at]
+    better = value > best[rows]
+    best[rows[better]] = value[better]
+    best_at[rows[better]] = at[better] + col0
+    pair_rows, pair_cols = np.nonzero(part >= related)
+    return rows[pair_rows].astype(np.int64) + row0, pair_cols.astype(np.int64) + col0
 
 
 def _resolve_block(diag: np.ndarray, start: int, threshold: float, best, best_at, dup) -> None:
@@ -133,6 +146,7 @@ def _resolve_block(diag: np.ndarray, start: int, threshold: float, best, best_at
 
 
 def _related_pairs(mask: np.ndarray, row0: int, col0: int) -> tuple[np.ndarray, np.ndarray]:
+    """Global (row, column) indices of the True cells of a block's mask."""
     rows, cols = np.nonzero(mask)
     return rows.astype(np.int64) + row0, cols.astype(np.int64) + col0
 
@@ -156,8 +170,9 @@ def near_duplicates(
         pairs = []
         for col in range(0, start, block):
             sim = rows @ vectors[col : col + block].T
-            _best_kept(sim, dup["duplicate_of"][col : col + block] < 0, col, best, best_at)
-            pairs.append(_related_pairs(sim >= related_threshold, start, col))
+            kept = dup["duplicate_of"][col : col + block] < 0
+            thresholds = (threshold, related_threshold)
+            pairs.append(_scan_block(sim, kept, start, col, thresholds, best, best_at))
         diag = rows @ rows.T
         _resolve_block(diag, start, threshold, best, best_at, dup)
         pairs.append(_related_pairs(np.tril(diag >= related_threshold, -1), start, start))

@@ -49,6 +49,8 @@ def _stat_problem(path: Path) -> tuple[os.stat_result | None, str | None]:
     """`path`'s stat (following links), or why it cannot be used: missing, broken link, loop."""
     try:
         return path.stat(), None
+    except ValueError as exc:  # an embedded NUL byte
+        return None, f"not a valid path ({exc})"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None, "symbolic link loop"
@@ -228,7 +230,7 @@ def _read_parquet(path: Path) -> tuple[list[SourceRow], str | None]:
     """A parquet table; missing values become None."""
     try:
         frame = pq.read_table(path).to_pandas()
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError, TypeError, KeyError) as exc:
         return [], f"{path}: not a readable parquet file ({exc})"
     records = frame.astype(object).where(frame.notna(), None).to_dict("records")
     return [SourceRow(path, f"row {i}", data) for i, data in enumerate(records, start=1)], None

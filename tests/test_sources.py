@@ -10,7 +10,7 @@ import pytest
 
 from argen import sources
 from argen.config import CurateConfig
-from argen.curate import curate_frames, curate_key, validate
+from argen.curate import curate_frames, curate_key, validate, write_parquet
 from argen.errors import ArgenError
 from argen.sources import read_sources, source_files
 from tests.conftest import scenario, write_jsonl
@@ -228,3 +228,24 @@ def test_source_files_keeps_paths_as_given_and_sorted(tmp_path):
     folder = folder_with_good_source(tmp_path)
     write_jsonl(folder / "a.jsonl", good_rows("a"))
     assert source_files([folder]) == [folder / "a.jsonl", folder / "good.jsonl"]
+
+
+def test_an_unpaired_surrogate_escape_is_rejected_and_its_reject_is_writable(tmp_path):
+    source = write_jsonl(tmp_path / "s.jsonl", good_rows())
+    with source.open("a") as handle:
+        handle.write(json.dumps(scenario("bad", "What is \ud800 a fever?")) + "\n")
+        handle.write(json.dumps(scenario("bad\udfff", "Is tea bad for me?")) + "\n")
+    _, rows = read_sources([source])
+    with pytest.raises(ArgenError) as err:
+        validate(rows, CurateConfig())
+    assert "line 4: 'prompt' is not valid Unicode" in str(err.value)
+    assert "line 5: 'id' is not valid Unicode" in str(err.value)
+    good, rejects = validate(rows, CurateConfig(drop_invalid=True))
+    assert len(good) == 3
+    write_parquet(rejects, tmp_path / "rejects.parquet")
+    assert "\\ud800" in pd.read_parquet(tmp_path / "rejects.parquet")["row"][0]
+
+
+def test_a_path_with_a_nul_byte_is_named(tmp_path):
+    message = error_of([tmp_path / "bad\x00name.jsonl"])
+    assert "bad\x00name.jsonl: not a valid path (embedded null byte)" in message
