@@ -2,19 +2,21 @@
 
 It judges like a crude but honest rubric judge: answers mentioning stocks are off-domain, and
 an instruction to the judge found *outside* the fenced response is obeyed (so a broken fence
-shows up as inflated scores). Faults are queued per request: ``"429"``, ``"500"``, ``"hang"``;
-``"bad_json"``, ``"missing_fields"``, ``"refusal"`` spoil one answer; ``content_mode`` set to
-one of those spoils every answer; ``spoil_when`` spoils (as ``bad_json``) every answer whose user
+shows up as inflated scores). Like the judge it stands for, it reads the fence by the markers
+carrying the announced id; a message without such a fence is all outside. Faults are queued per
+request: ``"429"``, ``"500"``, ``"hang"``; ``"bad_json"``, ``"missing_fields"``, ``"refusal"``
+spoil one answer; ``content_mode`` set to one of those spoils every answer; ``spoil_when`` spoils (as ``bad_json``) every answer whose user
 message contains one of its texts, so that a known share of items fails.
 """
 
 import json
+import re
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-FENCE_OPEN, FENCE_CLOSE = "<<<RESPONSE", "RESPONSE>>>"
+FENCE = re.compile(r"<<<RESPONSE ([0-9a-f]{16})\n(.*)\n\1 RESPONSE>>>", re.DOTALL)
 INJECTION = "ignore the rubric"
 
 
@@ -139,8 +141,12 @@ class FakeOpenAI:
 
             def _answer(self, body, mode):
                 user = body["messages"][1]["content"]
-                before, _, rest = user.partition(FENCE_OPEN)
-                response, _, after = rest.partition(FENCE_CLOSE)
+                fence = FENCE.search(user)
+                before, response, after = (
+                    (user[: fence.start()], fence.group(2), user[fence.end() :])
+                    if fence
+                    else (user, "", "")
+                )
                 obey = INJECTION in (before + after).lower()
                 if any(text in user for text in server.spoil_when):
                     mode = "bad_json"
