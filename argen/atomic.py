@@ -194,16 +194,16 @@ def atomic_file(target: Path) -> Iterator[Path]:
 def _lock(folder: Path, wait: bool) -> int | None:
     """An exclusive lock on `folder`'s lock file (an fd), held until closed or the process
     dies. With `wait` the folder is created and we wait for a live holder; without, None when
-    it is held or gone."""
+    it is held, gone or has no lock file (a folder owned_dir never made)."""
     while True:
         if wait:
             folder.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(folder / LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o644)
+            fd = os.open(folder / LOCK_NAME, os.O_RDWR | (os.O_CREAT if wait else 0), 0o644)
         except FileNotFoundError:
             if wait:
                 continue  # swept away between mkdir and open
-            return None
+            return None  # not a work folder of ours (or gone)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -232,8 +232,8 @@ def owned_dir(folder: Path) -> Iterator[Path]:
 
 
 def sweep_work_dirs(parent: Path, suffix: str, stale: Callable[[Path], bool]) -> list[Path]:
-    """Remove the `*suffix` work folders in `parent` that no live process holds and that
-    `stale` says are of no further use; returns what was removed."""
+    """Remove the `*suffix` work folders in `parent` (made by owned_dir: others are never
+    touched) that no live process holds and `stale` says are of no use; returns them."""
     removed = []
     for folder in sorted(parent.glob(f"*{suffix}")):
         if not folder.is_dir() or folder.is_symlink():

@@ -159,7 +159,10 @@ with owned_dir(Path(sys.argv[1])):
 def test_work_folders_are_swept_only_when_nobody_holds_them_and_they_are_stale(tmp_path):
     held, unheld_stale, unheld_needed = (tmp_path / f"{n}.partial" for n in "abc")
     for folder in (unheld_stale, unheld_needed):
-        folder.mkdir()
+        with owned_dir(folder):
+            pass  # a run that stopped
+    not_ours = tmp_path / "notes.partial"
+    not_ours.mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(held)], stdout=subprocess.PIPE, text=True
     )
@@ -172,6 +175,7 @@ def test_work_folders_are_swept_only_when_nobody_holds_them_and_they_are_stale(t
         holder.kill()
         holder.wait()
     assert sweep_work_dirs(tmp_path, ".partial", lambda f: f != unheld_needed) == [held]
+    assert not_ours.is_dir() and not list(not_ours.iterdir()), "a folder owned_dir never made"
 
 
 def test_a_second_owner_waits_for_the_first(tmp_path):

@@ -280,6 +280,8 @@ def test_spent_work_folders_are_swept_and_resumable_ones_kept(tmp_path):
     (tmp_path / "a" / "manifest.json").write_text("{}")
     fake_checkpoint(resumable, 1)
     fake_checkpoint(empty, 2, complete=False)
+    for folder in (finished, resumable, empty):
+        (folder / ".owner.lock").touch()  # as owned_dir leaves it
     removed = sweep_work_dirs(tmp_path, ".partial", spent_work_dir)
     assert removed == [finished, empty] and resumable.is_dir()
 
