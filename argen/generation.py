@@ -72,7 +72,7 @@ def wants_engine(choice: str, model_config, on_gpu: bool) -> bool:
             raise ArgenError(f"generation.engine is 'fast' but {reason}; use 'transformers'")
         return True
     if on_gpu and reason:
-        log.info("fast engine unavailable (%s); generating with transformers", reason)
+        log.warning("fast engine unavailable (%s); generating with transformers", reason)
     return on_gpu and reason is None
 
 

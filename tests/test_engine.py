@@ -1,4 +1,5 @@
-"""The fast engine against plain transformers, on CPU in float32 with the packaged model."""
+"""The fast engine against plain transformers, on CPU in float32: the packaged SmolLM2 (slow)
+and tiny random models shaped like Llama-3.2-1B and Qwen2.5-0.5B/1.5B (fast)."""
 
 import copy
 import math
@@ -28,8 +29,9 @@ from argen.generation import (
     load_model,
     wants_engine,
 )
+from tests.tiny_models import FAMILIES, one_thread, real_config, tiny_model
 
-pytestmark = pytest.mark.slow
+MODELS = [pytest.param("smollm2", marks=pytest.mark.slow), *FAMILIES]
 
 PROMPTS = [
     "My knee hurts after running, and which stocks should I buy?",
@@ -39,10 +41,25 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def loaded(default_model_dir):
-    model, tokenizer = load_model(default_model_dir, torch.device("cpu"))
-    return model, tokenizer, sorted(_eos_ids(tokenizer, model))
+@pytest.fixture(scope="module", params=MODELS)
+def loaded(request):
+    """(model, tokenizer, end-of-sequence ids) of the packaged model or of a tiny family model.
+
+    A random model never emits its end-of-sequence token, so one of its greedy tokens is made
+    an extra one: some completions then end early while another runs to the limit.
+    """
+    if request.param == "smollm2":
+        model_dir = request.getfixturevalue("default_model_dir")
+        model, tokenizer = load_model(model_dir, torch.device("cpu"))
+        yield model, tokenizer, sorted(_eos_ids(tokenizer, model))
+        return
+    with one_thread():
+        model, tokenizer = tiny_model(request.param)
+        eos = tokenizer.eos_token_id
+        rows = reference(model, tokenizer, encode_prompts(tokenizer, PROMPTS), [eos], 40)
+        stop = next(t for t in rows[0][3:] if any(t not in row for row in rows[1:]))
+        model.generation_config.eos_token_id = [eos, stop]
+        yield model, tokenizer, sorted(_eos_ids(tokenizer, model))
 
 
 def reference(model, tokenizer, prompts, eos, new_tokens):
@@ -143,21 +160,92 @@ def test_generate_through_the_engine_matches_transformers(loaded):
     assert [g.truncated for g in fast] == [g.truncated for g in plain]
 
 
-def test_engine_choice(loaded, default_model_dir):
-    model, _, _ = loaded
-    config = AutoConfig.from_pretrained(default_model_dir)
+def without_family_feature(model):
+    """A copy of a tiny model without what sets its family apart: Llama-3 with plain rope
+    instead of llama3 scaling, Qwen2 with zero attention biases."""
+    other = copy.deepcopy(model)
+    if model.config.model_type == "llama":
+        theta = model.config.rope_parameters["rope_theta"]
+        other.config.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+        other.model.rotary_emb = type(model.model.rotary_emb)(other.config)
+        return other
+    with torch.no_grad():
+        for name, param in other.named_parameters():
+            if name.endswith(".bias"):
+                param.zero_()
+    return other
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_tiny_models_keep_what_the_engine_must_get_right(name):
+    """The tiny model has its family's structure, and that structure changes greedy tokens: a
+    Llama-3 model decoded with plain rope, or a Qwen2 model without its biases, differs."""
+    with one_thread():
+        model, tokenizer = tiny_model(name)
+        real, config = real_config(name), model.config
+        assert config.model_type == real["model_type"]
+        assert config.num_attention_heads // config.num_key_value_heads == (
+            real["num_attention_heads"] // real["num_key_value_heads"]
+        )
+        untied = "lm_head.weight" in dict(model.named_parameters())
+        assert untied == (not config.tie_word_embeddings) == (name.endswith("untied"))
+        biases = [p for n, p in model.named_parameters() if n.endswith(".bias")]
+        assert all(bool(b.abs().min() > 0) for b in biases)
+        assert len(biases) == (3 * config.num_hidden_layers if name.startswith("qwen") else 0)
+        if config.model_type == "llama":
+            assert config.rope_parameters["rope_type"] == "llama3"
+        prompts = encode_prompts(tokenizer, PROMPTS[:2])
+        eos = [tokenizer.eos_token_id]
+        original = reference(model, tokenizer, prompts, eos, 12)
+        changed = reference(without_family_feature(model), tokenizer, prompts, eos, 12)
+    assert all(a != b for a, b in zip(original, changed, strict=True))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_auto_picks_the_engine_for_each_family(name):
+    config = AutoConfig.for_model(**real_config(name))
     assert unsupported_reason(config) is None
     assert wants_engine("auto", config, on_gpu=True)
     assert not wants_engine("auto", config, on_gpu=False)
     assert wants_engine("fast", config, on_gpu=False)
     assert not wants_engine("transformers", config, on_gpu=True)
-    other = AutoConfig.for_model("gpt2")
-    assert "gpt2" in unsupported_reason(other)
-    assert not wants_engine("auto", other, on_gpu=True)
-    with pytest.raises(ArgenError, match="not Llama-family"):
-        wants_engine("fast", other, on_gpu=True)
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        (AutoConfig.for_model("gpt2"), "model type 'gpt2'"),
+        (
+            AutoConfig.for_model(**{**real_config("qwen2.5-0.5b"), "use_sliding_window": True}),
+            "sliding-window",
+        ),
+        (
+            AutoConfig.for_model(
+                **{
+                    **real_config("llama-3.2-1b"),
+                    "rope_scaling": {"rope_type": "dynamic", "factor": 2.0},
+                }
+            ),
+            "rope type 'dynamic' changes with the sequence length",
+        ),
+    ],
+)
+def test_engine_refuses_what_it_cannot_run_with_the_reason(config, reason, caplog):
+    assert reason in unsupported_reason(config)
+    with caplog.at_level("WARNING", logger="argen.generation"):
+        assert not wants_engine("auto", config, on_gpu=True)
+    assert reason in caplog.text
+    with pytest.raises(ArgenError, match=reason):
+        wants_engine("fast", config, on_gpu=True)
+    with pytest.raises(ArgenError, match=reason):
+        Engine(config, torch.device("cpu"), torch.float32)
+
+
+def test_prompt_beyond_the_models_positions_is_refused(loaded):
+    model, _, _ = loaded
+    too_long = [[1] * (model.config.max_position_embeddings + 1)]
     with pytest.raises(ArgenError, match="positions"):
-        Engine.for_model(model).generate([[1] * 9000], 8, Sampling(0), [2], 2)
+        Engine.for_model(model).generate(too_long, 8, Sampling(0), [2], 2)
 
 
 def test_one_engine_per_model_and_precision(loaded):

@@ -1,4 +1,4 @@
-"""A fast decoder for Llama-family models, for GRPO rollouts and evaluation on a GPU.
+"""A fast decoder for Llama and Qwen2 family models, for GRPO rollouts and evaluation on a GPU.
 
 It keeps its own inference copy of the policy with any LoRA weights merged in (refreshed with
 `load`), a static KV cache, and, on a GPU, a compiled decode step captured once as a CUDA graph
@@ -13,8 +13,15 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from peft.tuners.lora import LoraLayer
 
+from argen.engine.kernels import head, layer
+from argen.engine.weights import (
+    Layer,
+    layer_weights,
+    merged_weights,
+    rotary_tables,
+    unsupported_reason,
+)
 from argen.errors import ArgenError
 
 log = logging.getLogger(__name__)
@@ -44,55 +51,6 @@ class Decoded:
     logprobs: list[list[float]]
 
 
-def unsupported_reason(config) -> str | None:
-    """Why the engine cannot run a model of this config (None when it can)."""
-    if getattr(config, "model_type", None) != "llama":
-        return f"model type {getattr(config, 'model_type', None)!r} is not Llama-family"
-    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    if rope.get("rope_type", "default") != "default":
-        return f"rope type {rope.get('rope_type')!r} is not supported"
-    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
-        return "attention or MLP biases are not supported"
-    if getattr(config, "hidden_act", "silu") != "silu":
-        return f"activation {config.hidden_act!r} is not supported"
-    return None
-
-
-def merged_weights(model) -> dict[str, torch.Tensor]:
-    """Every weight of a causal LM under its plain Hugging Face name, LoRA deltas merged in.
-
-    Works on a plain model and on a peft-wrapped one; the model itself is not modified.
-    """
-    lora = {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
-    weights = {}
-    for name, param in model.named_parameters():
-        if ".lora_" in name:
-            continue
-        owner = name.rsplit(".base_layer.", 1)[0] if ".base_layer." in name else None
-        if owner in lora and name.endswith("weight"):
-            layer = lora[owner]
-            param = param.detach() + sum(
-                layer.get_delta_weight(a) for a in layer.active_adapters if a in layer.lora_A
-            )
-        weights[_plain_name(name)] = param.detach()
-    return weights
-
-
-def _plain_name(name: str) -> str:
-    """A peft parameter's name as the plain model has it."""
-    return name.removeprefix("base_model.model.").replace(".base_layer.", ".")
-
-
-@dataclass
-class _Layer:
-    in_norm: torch.Tensor
-    qkv: torch.Tensor
-    o: torch.Tensor
-    post_norm: torch.Tensor
-    gate_up: torch.Tensor
-    down: torch.Tensor
-
-
 @dataclass
 class _Batch:
     """The static buffers one captured decode graph reads and writes."""
@@ -114,7 +72,8 @@ class _Batch:
 
 
 class Engine:
-    """Inference copy of a Llama-family policy with a static-cache, graph-captured decoder."""
+    """Inference copy of a Llama or Qwen2 family policy with a static-cache, graph-captured
+    decoder."""
 
     def __init__(self, config, device: torch.device, dtype: torch.dtype):
         reason = unsupported_reason(config)
@@ -128,11 +87,11 @@ class Engine:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.use_graphs = device.type == "cuda"
-        self.layer_step = torch.compile(_layer, dynamic=False) if self.use_graphs else _layer
-        self.head_step = torch.compile(_head, dynamic=False) if self.use_graphs else _head
-        self.layers: list[_Layer] = []
+        self.layer_step = torch.compile(layer, dynamic=False) if self.use_graphs else layer
+        self.head_step = torch.compile(head, dynamic=False) if self.use_graphs else head
+        self.layers: list[Layer] = []
         self.batches: dict[tuple, _Batch] = {}
-        self._rotary_tables(config.max_position_embeddings)
+        self.cos, self.sin = rotary_tables(config, config.max_position_embeddings, device, dtype)
 
     @classmethod
     def for_model(cls, model, dtype: torch.dtype | None = None) -> "Engine":
@@ -143,50 +102,32 @@ class Engine:
         engine.load(model)
         return engine
 
-    def _rotary_tables(self, max_positions: int) -> None:
-        rope = getattr(self.config, "rope_parameters", None) or {}
-        theta = rope.get("rope_theta", getattr(self.config, "rope_theta", 10000.0))
-        exponent = torch.arange(0, self.head_dim, 2, dtype=torch.int64).float() / self.head_dim
-        inv_freq = 1.0 / (theta**exponent)
-        freqs = torch.arange(max_positions).float()[:, None] * inv_freq[None, :]
-        angles = torch.cat((freqs, freqs), dim=-1).to(self.device)
-        self.cos = angles.cos().to(self.dtype)
-        self.sin = angles.sin().to(self.dtype)
-
     @torch.no_grad()
     def load(self, model) -> None:
-        """Copy `model`'s weights (LoRA merged) in place, so captured graphs see the new ones."""
+        """Copy `model`'s weights (LoRA merged) in place, so captured graphs see the new ones.
+        A tied output head is the embedding itself; an untied one has its own copy."""
         weights = merged_weights(model)
-        fresh = {
-            "embed": weights["model.embed_tokens.weight"],
-            "norm": weights["model.norm.weight"],
-            "lm_head": weights.get("lm_head.weight", weights["model.embed_tokens.weight"]),
-        }
-        layers = []
-        for i in range(self.config.num_hidden_layers):
-            p = f"model.layers.{i}."
-            layers.append(
-                _Layer(
-                    in_norm=weights[p + "input_layernorm.weight"],
-                    qkv=torch.cat([weights[p + f"self_attn.{n}_proj.weight"] for n in "qkv"]),
-                    o=weights[p + "self_attn.o_proj.weight"],
-                    post_norm=weights[p + "post_attention_layernorm.weight"],
-                    gate_up=torch.cat(
-                        [weights[p + "mlp.gate_proj.weight"], weights[p + "mlp.up_proj.weight"]]
-                    ),
-                    down=weights[p + "mlp.down_proj.weight"],
-                )
-            )
+        embed = weights["model.embed_tokens.weight"]
+        fresh = [embed, weights["model.norm.weight"], weights.get("lm_head.weight", embed)]
+        layers = [layer_weights(weights, i) for i in range(self.config.num_hidden_layers)]
         if not self.layers:
-            cast = lambda t: t.to(self.device, self.dtype, copy=True).contiguous()  # noqa: E731
-            self.embed, self.norm, self.lm_head = (cast(fresh[k]) for k in fresh)
-            self.layers = [_Layer(**{k: cast(v) for k, v in vars(x).items()}) for x in layers]
+            self.embed, self.norm = self._cast(fresh[0]), self._cast(fresh[1])
+            tied = "lm_head.weight" not in weights
+            self.lm_head = self.embed if tied else self._cast(fresh[2])
+            self.layers = [Layer(*map(self._cast, x.tensors())) for x in layers]
             return
-        for mine, new in zip((self.embed, self.norm, self.lm_head), fresh.values(), strict=True):
+        for mine, new in zip((self.embed, self.norm, self.lm_head), fresh, strict=True):
             mine.copy_(new)
         for mine, new in zip(self.layers, layers, strict=True):
-            for key, value in vars(new).items():
-                getattr(mine, key).copy_(value)
+            for kept, value in zip(mine.tensors(), new.tensors(), strict=True):
+                if kept is not None:
+                    kept.copy_(value)
+
+    def _cast(self, tensor: torch.Tensor | None) -> torch.Tensor | None:
+        """A copy of `tensor` on the engine's device in its dtype (None stays None)."""
+        if tensor is None:
+            return None
+        return tensor.to(self.device, self.dtype, copy=True).contiguous()
 
     @torch.no_grad()
     def generate(
@@ -285,15 +226,15 @@ class Engine:
         slots = torch.arange(longest, device=dev)
         x = F.embedding(ids, self.embed)
         cos, sin = self.cos[positions][:, None], self.sin[positions][:, None]
-        for i, layer in enumerate(self.layers):
-            x = _layer(x, cos, sin, *self._args(layer, batch, i), slots, mask[:, None])
+        for i, weights in enumerate(self.layers):
+            x = layer(x, cos, sin, *self._args(weights, batch, i), slots, mask[:, None])
         batch.key_valid.zero_()
         batch.key_valid[:, :longest] = valid
         batch.finished.zero_()
         batch.out_tokens.fill_(batch.pad)
         batch.out_logprobs.zero_()
         batch.step.zero_()
-        token, logprob = _head(x[:, -1], *self._head_args(batch))
+        token, logprob = head(x[:, -1], *self._head_args(batch))
         batch.out_tokens[:, 0] = token
         batch.out_logprobs[:, 0] = logprob
         batch.finished.copy_(torch.isin(token, batch.eos))
@@ -302,15 +243,10 @@ class Engine:
         batch.slot.fill_(longest)
         batch.step.fill_(1)
 
-    def _args(self, layer: _Layer, batch: _Batch, index: int) -> tuple:
+    def _args(self, weights: Layer, batch: _Batch, index: int) -> tuple:
         """A layer's arguments as plain tensors and numbers, so one compiled graph serves all."""
         return (
-            layer.in_norm,
-            layer.qkv,
-            layer.o,
-            layer.post_norm,
-            layer.gate_up,
-            layer.down,
+            *weights.tensors(),
             batch.keys[index],
             batch.values[index],
             self.heads,
@@ -329,8 +265,8 @@ class Engine:
         x = F.embedding(batch.token[:, None], self.embed)
         cos, sin = self.cos[batch.position][:, None, None], self.sin[batch.position][:, None, None]
         mask = batch.key_valid[:, None, None, :]
-        for i, layer in enumerate(self.layers):
-            x = self.layer_step(x, cos, sin, *self._args(layer, batch, i), batch.slot, mask)
+        for i, weights in enumerate(self.layers):
+            x = self.layer_step(x, cos, sin, *self._args(weights, batch, i), batch.slot, mask)
         token, logprob = self.head_step(x[:, -1], *self._head_args(batch))
         token = torch.where(batch.finished, batch.pad, token)
         logprob = torch.where(batch.finished, 0.0, logprob)
@@ -341,90 +277,6 @@ class Engine:
         batch.position.add_(1)
         batch.slot.add_(1)
         batch.step.add_(1)
-
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """Llama's RMSNorm, computed in float32 as Hugging Face does."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
-
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    first, second = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-second, first), dim=-1) * sin
-
-
-def _layer(
-    x,
-    cos,
-    sin,
-    in_norm,
-    qkv,
-    o,
-    post_norm,
-    gate_up,
-    down,
-    keys,
-    values,
-    heads,
-    kv_heads,
-    head_dim,
-    eps,
-    slots,
-    mask,
-) -> torch.Tensor:
-    """One decoder layer over `x` (B, T, H); writes its keys and values at cache `slots`."""
-    size, length, _ = x.shape
-    h = _rms_norm(x, in_norm, eps)
-    q, k, v = F.linear(h, qkv).split(
-        [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1
-    )
-    q = _rotate(q.view(size, length, heads, head_dim).transpose(1, 2), cos, sin)
-    k = _rotate(k.view(size, length, kv_heads, head_dim).transpose(1, 2), cos, sin)
-    keys.index_copy_(2, slots, k)
-    values.index_copy_(2, slots, v.view(size, length, kv_heads, head_dim).transpose(1, 2))
-    span = mask.shape[-1]
-    attn = F.scaled_dot_product_attention(
-        q, keys[:, :, :span], values[:, :, :span], attn_mask=mask, enable_gqa=True
-    )
-    x = x + F.linear(attn.transpose(1, 2).reshape(size, length, heads * head_dim), o)
-    gate, up = F.linear(_rms_norm(x, post_norm, eps), gate_up).chunk(2, dim=-1)
-    return x + F.linear(F.silu(gate) * up, down)
-
-
-def _head(x, norm, lm_head, eps: float, temperature: float, top_p: float, top_k: int):
-    """Next token and its log-probability from the last hidden state."""
-    logits = F.linear(_rms_norm(x, norm, eps), lm_head).float()
-    if temperature == 0:
-        token = logits.argmax(-1)
-        return token, _logprob(logits, token)
-    scaled = logits / temperature
-    filtered = scaled
-    if top_k:
-        kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
-        filtered = filtered.masked_fill(filtered < kth, -math.inf)
-    if top_p < 1.0:
-        ordered, order = torch.sort(filtered, dim=-1)
-        drop = ordered.softmax(-1).cumsum(-1) <= 1 - top_p
-        drop[:, -1] = False
-        filtered = filtered.scatter(-1, order, ordered.masked_fill(drop, -math.inf))
-    token = gumbel_max(filtered)
-    return token, _logprob(scaled, token)
-
-
-def gumbel_max(logits: torch.Tensor) -> torch.Tensor:
-    """One token per row drawn from softmax(`logits`) (Gumbel-max; -inf logits never win).
-
-    Noise is added to logits rather than dividing probabilities by exponential noise, which
-    picks an arbitrary token whenever the noise draws an exact zero.
-    """
-    uniform = torch.rand_like(logits)  # [0, 1): u = 0 gives -inf noise, a token that never wins
-    return (logits - torch.log(-torch.log(uniform))).argmax(-1)
-
-
-def _logprob(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-    return logits.log_softmax(-1).gather(-1, token[:, None])[:, 0]
 
 
 def completion_length(tokens: list[int], eos_ids) -> int:
