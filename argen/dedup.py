@@ -3,7 +3,8 @@
 Near duplicates and related groups are found in bounded memory: similarities are computed one
 block of rows against one block of columns at a time (unit vectors, so a dot product is the
 cosine), only pairs at or above a threshold are kept, and related pairs are merged into groups
-(connected components) as they come, so memory grows with n and the block size, never n x n.
+(connected components) after each block of rows. A row's pairs with one group are reduced to one
+edge, so memory grows with n and the block size, never n x n, however related the prompts are.
 """
 
 import re
@@ -14,9 +15,6 @@ import pandas as pd
 
 BLOCK = 2048
 """Rows and columns per similarity block: a block is BLOCK x BLOCK float32 (16 MiB)."""
-
-_PENDING_EDGES = 1 << 22
-"""Related pairs buffered before they are folded into components (bounds the edge memory)."""
 
 
 def _exact_key(prompt: str) -> str:
@@ -64,39 +62,6 @@ class NearDuplicates:
         return np.flatnonzero(self.duplicate_of < 0)
 
 
-class _Components:
-    """Connected components of a graph whose edges arrive in batches, in bounded memory."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.heads: list[np.ndarray] = []
-        self.tails: list[np.ndarray] = []
-        self.pending = 0
-
-    def add(self, heads: np.ndarray, tails: np.ndarray) -> None:
-        """Add edges; past a budget, replace all edges by a star per component (same groups)."""
-        if len(heads):
-            self.heads.append(heads)
-            self.tails.append(tails)
-            self.pending += len(heads)
-        if self.pending > max(_PENDING_EDGES, 2 * self.n):
-            labels = self.labels()
-            _, first = np.unique(labels, return_index=True)
-            root = first[labels]
-            joined = np.flatnonzero(root != np.arange(self.n))
-            self.heads, self.tails, self.pending = [joined], [root[joined]], len(joined)
-
-    def labels(self) -> np.ndarray:
-        """One component label per node (scipy's numbering: by each component's first node)."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import connected_components
-
-        heads = np.concatenate(self.heads) if self.heads else np.zeros(0, np.int64)
-        tails = np.concatenate(self.tails) if self.tails else np.zeros(0, np.int64)
-        graph = csr_matrix((np.ones(len(heads), bool), (heads, tails)), shape=(self.n, self.n))
-        return connected_components(graph, directed=False)[1]
-
-
 def _first_seen_labels(labels: np.ndarray) -> np.ndarray:
     """Renumber labels 0, 1, ... in the order each first appears."""
     _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
@@ -105,50 +70,70 @@ def _first_seen_labels(labels: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
-def _scan_block(sim: np.ndarray, kept: np.ndarray, row0: int, col0: int, thresholds, best, best_at):
-    """One block of rows against an earlier block of columns: update each row's most similar
-    kept column (earliest on ties) and return the related pairs (row, column) it holds.
+class _Walk:
+    """State of the walk over the rows: duplicates decided so far and the groups of kept rows
+    (`root[i]`: the first row of i's group among the rows merged so far)."""
 
-    Only rows whose maximum reaches the lower threshold are looked at further; a row's `best`
-    is exact whenever it reaches the near-duplicate threshold, which is all that is decided on.
-    """
-    threshold, related = thresholds
-    rows = np.flatnonzero(sim.max(axis=1) >= min(threshold, related))
-    if not len(rows):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    part = sim[rows]
-    masked = part if kept.all() else np.where(kept[None, :], part, -np.inf)
-    at = masked.argmax(axis=1)
-    value = masked[np.arange(len(rows)), at]
-    better = value > best[rows]
-    best[rows[better]] = value[better]
-    best_at[rows[better]] = at[better] + col0
-    pair_rows, pair_cols = np.nonzero(part >= related)
-    return rows[pair_rows].astype(np.int64) + row0, pair_cols.astype(np.int64) + col0
+    def __init__(self, n: int, threshold: float, related: float):
+        self.threshold, self.related = threshold, related
+        self.duplicate_of = np.full(n, -1, np.int64)
+        self.similarity = np.full(n, np.nan, np.float32)
+        self.root = np.arange(n)
 
+    def scan(self, sim: np.ndarray, row0: int, col0: int, best, best_at) -> np.ndarray:
+        """Rows against an earlier block of columns: update each row's most similar kept column
+        (earliest on ties) and return its related edges as (row, group root) keys.
 
-def _resolve_block(diag: np.ndarray, start: int, threshold: float, best, best_at, dup) -> None:
-    """Decide the rows of one block in order: a row is a duplicate of its most similar earlier
-    kept row (earlier blocks already in `best`) when that similarity reaches `threshold`."""
-    below = np.where(np.tri(len(diag), k=-1, dtype=bool), diag, -np.inf)
-    close = below.max(axis=1, initial=-np.inf) >= threshold
-    similarity = dup["similarity"]
-    duplicate_of = dup["duplicate_of"]
-    for r in range(len(diag)):
-        if close[r]:
-            masked = np.where(duplicate_of[start : start + r] < 0, below[r, :r], -np.inf)
-            at = int(masked.argmax())
-            if masked[at] > best[r]:
-                best[r], best_at[r] = masked[at], start + at
-        if best[r] >= threshold:
-            duplicate_of[start + r] = best_at[r]
-            similarity[start + r] = best[r]
+        Only rows whose maximum reaches the lower threshold are looked at further; a row's
+        `best` is exact whenever it reaches the near-duplicate threshold, all that is decided on.
+        """
+        rows = np.flatnonzero(sim.max(axis=1) >= min(self.threshold, self.related))
+        if not len(rows):
+            return np.zeros(0, np.int64)
+        kept = self.duplicate_of[col0 : col0 + sim.shape[1]] < 0
+        part = np.where(kept[None, :], sim[rows], -np.inf)
+        at = part.argmax(axis=1)
+        value = part[np.arange(len(rows)), at]
+        better = value > best[rows]
+        best[rows[better]] = value[better]
+        best_at[rows[better]] = at[better] + col0
+        pair_rows, pair_cols = np.nonzero(part >= self.related)
+        heads = rows[pair_rows].astype(np.int64) + row0
+        return np.unique(heads * len(self.root) + self.root[pair_cols + col0])
 
+    def resolve(self, diag: np.ndarray, start: int, best, best_at) -> None:
+        """Decide a block's rows in order: a row is a duplicate of its most similar earlier kept
+        row (earlier blocks already in `best`) when that similarity reaches the threshold."""
+        below = np.where(np.tri(len(diag), k=-1, dtype=bool), diag, -np.inf)
+        close = below.max(axis=1, initial=-np.inf) >= self.threshold
+        for r in range(len(diag)):
+            if close[r]:
+                kept = self.duplicate_of[start : start + r] < 0
+                masked = np.where(kept, below[r, :r], -np.inf)
+                at = int(masked.argmax())
+                if masked[at] > best[r]:
+                    best[r], best_at[r] = masked[at], start + at
+            if best[r] >= self.threshold:
+                self.duplicate_of[start + r] = best_at[r]
+                self.similarity[start + r] = best[r]
 
-def _related_pairs(mask: np.ndarray, row0: int, col0: int) -> tuple[np.ndarray, np.ndarray]:
-    """Global (row, column) indices of the True cells of a block's mask."""
-    rows, cols = np.nonzero(mask)
-    return rows.astype(np.int64) + row0, cols.astype(np.int64) + col0
+    def merge(self, heads: np.ndarray, tails: np.ndarray) -> None:
+        """Join the groups of related kept rows (edges with a dropped row are ignored)."""
+        kept = self.duplicate_of < 0
+        both = kept[heads] & kept[tails]
+        if not both.any():
+            return
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        n = len(self.root)
+        joined = np.flatnonzero(self.root != np.arange(n))
+        heads = np.concatenate([joined, heads[both]])
+        tails = np.concatenate([self.root[joined], tails[both]])
+        graph = csr_matrix((np.ones(len(heads), bool), (heads, tails)), shape=(n, n))
+        labels = connected_components(graph, directed=False)[1]
+        _, first = np.unique(labels, return_index=True)
+        self.root = first[labels]
 
 
 def near_duplicates(
@@ -158,28 +143,23 @@ def near_duplicates(
     `threshold` is a duplicate of the most similar such prompt; kept prompts with similarity at
     or above `related_threshold` (transitively) form one group. `vectors` are unit rows."""
     n = len(vectors)
-    dup = {
-        "duplicate_of": np.full(n, -1, np.int64),
-        "similarity": np.full(n, np.nan, np.float32),
-    }
-    components = _Components(n)
+    walk = _Walk(n, threshold, related_threshold)
     for start in range(0, n, block):
         rows = vectors[start : start + block]
         best = np.full(len(rows), -np.inf, np.float32)
         best_at = np.full(len(rows), -1, np.int64)
-        pairs = []
-        for col in range(0, start, block):
-            sim = rows @ vectors[col : col + block].T
-            kept = dup["duplicate_of"][col : col + block] < 0
-            thresholds = (threshold, related_threshold)
-            pairs.append(_scan_block(sim, kept, start, col, thresholds, best, best_at))
+        keys = [
+            walk.scan(rows @ vectors[col : col + block].T, start, col, best, best_at)
+            for col in range(0, start, block)
+        ]
         diag = rows @ rows.T
-        _resolve_block(diag, start, threshold, best, best_at, dup)
-        pairs.append(_related_pairs(np.tril(diag >= related_threshold, -1), start, start))
-        kept = dup["duplicate_of"] < 0
-        for heads, tails in pairs:
-            both = kept[heads] & kept[tails]
-            components.add(heads[both], tails[both])
-    kept = dup["duplicate_of"] < 0
-    groups = _first_seen_labels(components.labels()[kept]) if n else np.zeros(0, np.int64)
-    return NearDuplicates(dup["duplicate_of"], dup["similarity"], groups)
+        walk.resolve(diag, start, best, best_at)
+        keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        in_rows, in_cols = np.nonzero(np.tril(diag >= related_threshold, -1))
+        walk.merge(
+            np.concatenate([keys // max(n, 1), in_rows.astype(np.int64) + start]),
+            np.concatenate([keys % max(n, 1), in_cols.astype(np.int64) + start]),
+        )
+    kept = walk.duplicate_of < 0
+    groups = _first_seen_labels(walk.root[kept]) if n else np.zeros(0, np.int64)
+    return NearDuplicates(walk.duplicate_of, walk.similarity, groups)

@@ -113,3 +113,36 @@ def test_curation_memory_is_not_quadratic(tmp_path, monkeypatch):
         tracemalloc.stop()
     assert len(curated.scenarios) == n
     assert peak < 128 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+def all_related_vectors(n, seed=1):
+    """Unit vectors at cosine 0.93 to one centre: every pair about 0.86, related but no
+    duplicate, so the related pairs number n^2 / 2."""
+    rng = np.random.default_rng(seed)
+    centre = rng.standard_normal(384)
+    centre /= np.linalg.norm(centre)
+    noise = rng.standard_normal((n, 384))
+    noise -= np.outer(noise @ centre, centre)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    return (0.93 * centre + np.sqrt(1 - 0.93**2) * noise).astype(np.float32)
+
+
+def traced_peak(function, *args, **kwargs):
+    """(result, peak bytes numpy and Python allocated while `function` ran)."""
+    tracemalloc.start()
+    try:
+        result = function(*args, **kwargs)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_set_where_every_pair_is_related():
+    """n^2 / 2 related pairs (18 million at n = 6000): memory depends on the block size, not on
+    how many pairs there are."""
+    assert_same_as_dense(all_related_vectors(1200), 0.92, 0.8, block=256)
+    peaks = {}
+    for n in (3000, 6000):
+        found, peaks[n] = traced_peak(near_duplicates, all_related_vectors(n), 0.92, 0.8, 1024)
+        assert (found.duplicate_of < 0).all() and set(found.groups) == {0}
+    assert peaks[6000] < 1.3 * peaks[3000] and peaks[6000] < 100 * 2**20, peaks
