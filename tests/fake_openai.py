@@ -3,10 +3,13 @@
 It judges like a crude but honest rubric judge: answers mentioning stocks are off-domain, and
 an instruction to the judge found *outside* the fenced response is obeyed (so a broken fence
 shows up as inflated scores). Like the judge it stands for, it reads the fence by the markers
-carrying the announced id; a message without such a fence is all outside. Faults are queued per
-request: ``"429"``, ``"500"``, ``"hang"``; ``"bad_json"``, ``"missing_fields"``, ``"refusal"``
-spoil one answer; ``content_mode`` set to one of those spoils every answer; ``spoil_when`` spoils (as ``bad_json``) every answer whose user
-message contains one of its texts, so that a known share of items fails.
+carrying the announced id; a message without such a fence is all outside.
+
+Faults are queued per request: ``"429"``, ``"500"``, ``"hang"``, ``"echo_auth_<status>"`` (an
+error quoting the Authorization header and the key); ``"bad_json"``, ``"missing_fields"``,
+``"refusal"`` spoil one answer. ``content_mode`` set to one of those spoils every answer;
+``spoil_when`` spoils (as ``bad_json``) every answer whose user message contains one of its
+texts, so that a known share of items fails.
 """
 
 import json
@@ -134,6 +137,11 @@ class FakeOpenAI:
                     return self._error(429, "rate limited", {"Retry-After": "1"})
                 if fault == "500":
                     return self._error(500, "internal error")
+                if fault and fault.startswith("echo_auth_"):  # a server that quotes the key
+                    auth = self.headers.get("Authorization", "")
+                    status = int(fault.removeprefix("echo_auth_"))
+                    key = auth.removeprefix("Bearer ")
+                    return self._error(status, f"rejected header {auth!r}; key={key}")
                 if fault == "hang":
                     time.sleep(server.hang_seconds)
                     return self._error(500, "too late")

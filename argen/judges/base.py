@@ -7,7 +7,8 @@ never a default of zero.
 """
 
 import logging
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,10 +47,23 @@ class Backend(Protocol):
         ...
 
 
+BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",;}\]]+")
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with every secret (an API key) and any bearer token replaced by ``[REDACTED]``:
+    the one filter for error text a judge stores or logs (servers may quote the header)."""
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
 def failed_row(error: str) -> dict:
-    """The fields of a failed judgement: every raw field missing, NaN scores, the error."""
+    """The fields of a failed judgement: every raw field missing, NaN scores, the error (with
+    any bearer token redacted)."""
     raw = {f: None for f in rubric.RAW_FIELDS}
-    return {**raw, **rubric.missing_scores(), "judge_ok": False, "judge_error": error}
+    return {**raw, **rubric.missing_scores(), "judge_ok": False, "judge_error": redact(error)}
 
 
 def scored_row(raw: Mapping, item: JudgeItem, weights: Mapping[str, float]) -> dict:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from argen.config import JudgeConfig
 from argen.errors import ArgenError
 from argen.judges import prompts
-from argen.judges.base import JudgeFailure
+from argen.judges.base import JudgeFailure, redact
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,7 @@ class OpenAIJudge:
                 f"{config.api_key_env} (set judge.api_key_env to use another variable)"
             )
         self.config = config
+        self._key = key
         self.client = openai.AsyncOpenAI(
             api_key=key,
             base_url=config.base_url,
@@ -149,7 +150,7 @@ class OpenAIJudge:
                 *(self._ask(text, schema, prompt, response) for text, schema in requests)
             )
         except JudgeFailure as failure:
-            return failure
+            return JudgeFailure(redact(str(failure), [self._key]))
         merged: dict = {}
         for part in parts:
             merged.update(part.model_dump())
@@ -173,7 +174,7 @@ class OpenAIJudge:
                     return schema.model_validate_json(content)
                 except ValidationError as exc:
                     problem = _summarize(exc)
-            log.debug("invalid judge answer (%s); asking again", problem)
+            log.debug("invalid judge answer (%s); asking again", redact(problem, [self._key]))
             messages = [
                 *messages[:2],
                 {"role": "assistant", "content": content or ""},

@@ -9,9 +9,10 @@ import pytest
 
 from argen.config import JudgeConfig
 from argen.errors import ArgenError
-from argen.judges.base import JudgeItem, score_items
+from argen.judges.base import JudgeItem, redact, score_items
 from argen.judges.cache import JudgementCache
 from argen.judges.openai import OpenAIJudge
+from argen.judging import check_failure_rate
 from tests.fake_openai import FENCE, FakeOpenAI
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
@@ -227,3 +228,42 @@ def test_key_never_appears_in_outputs(server, tmp_path, caplog):
         assert SECRET.encode() not in path.read_bytes(), path.name
     assert SECRET not in caplog.text
     assert SECRET not in repr(rows)
+
+
+@pytest.mark.parametrize(
+    ("faults", "overrides", "kind"),
+    [
+        (["echo_auth_401"], {}, "AuthenticationError 401"),
+        (["echo_auth_500"] * 3, {}, "InternalServerError 500"),  # after the client's 2 retries
+        (["echo_auth_400"], {"response_format": "json_object"}, "bad request"),
+        (["echo_auth_400"] * 2, {}, "BadRequestError 400"),  # json_schema, then json_object
+    ],
+)
+def test_a_server_echoing_the_key_leaks_it_nowhere(
+    server, tmp_path, caplog, faults, overrides, kind
+):
+    caplog.set_level("DEBUG")  # the openai and httpx loggers included
+    cache = JudgementCache(tmp_path / "cache.sqlite")
+    server.faults.extend(faults)
+    judge = make_judge(server, mode="combined", concurrency=1, **overrides)
+    rows = run(judge, items(GOOD, BAD), cache)
+    assert len(server.requests) == len(faults) + 1  # the failed item's requests, then the other
+    failed, ok = rows
+    assert not failed["judge_ok"] and ok["judge_ok"] and len(cache) == 1
+    assert kind in failed["judge_error"] and "[REDACTED]" in failed["judge_error"]
+    pd.DataFrame(rows).to_parquet(tmp_path / "results.parquet")
+    with pytest.raises(ArgenError) as outage:
+        check_failure_rate(rows, 0.05, "responses")
+    for path in tmp_path.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path.name
+    assert "HTTP Response: POST" in caplog.text  # the client's own debug log was captured
+    assert SECRET not in caplog.text and SECRET not in str(outage.value)
+    assert SECRET not in repr(rows)
+
+
+def test_redact_removes_the_key_and_any_bearer_token():
+    text = "'Bearer abc.def-1' or bearer\txyz\" key=sk-1234; again sk-1234 and sk-12"
+    assert redact(text, ["sk-1234", ""]) == (
+        "'Bearer [REDACTED]' or bearer\t[REDACTED]\" key=[REDACTED]; again [REDACTED] and sk-12"
+    )
+    assert redact("nothing secret") == "nothing secret"
