@@ -5,7 +5,7 @@ setting that silently does nothing.
 """
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -168,6 +168,12 @@ class TrainConfig(Section):
     use_vllm: bool = Field(
         False,
         description="Roll out with TRL's vLLM mode (needs vllm) instead of generation.engine.",
+    )
+    num_processes: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        1,
+        description="Training processes on this machine, one per GPU, started with accelerate "
+        "(data-parallel GRPO); 'auto': one per visible CUDA device (1 on a CPU). "
+        "prompts_per_step stays the global batch: each process gets 1/N of its completions.",
     )
     lora: LoraConfig = LoraConfig()
     seed: int = 0

@@ -29,31 +29,33 @@ from trl import GRPOConfig, GRPOTrainer
 from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
 from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
+from argen.distributed import RankTotals, RankValidation, is_main, process_count, world_size
 from argen.errors import ArgenError, JudgeOutage
 from argen.evaluate import read_scenarios
 from argen.generation import wants_engine
 from argen.hashing import file_sha256
 from argen.judging import make_backend, open_cache
+from argen.launch import launch
 from argen.models import check_model_dir
 from argen.prompting import chat_messages
 from argen.rewards import JudgeRewards
 from argen.rollouts import engine_rollouts
-from argen.validation import ValidationCallback
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
 
 
-def batch_shape(train: TrainConfig) -> int:
-    """Completions per device step; fails unless the group size divides the batch evenly."""
+def batch_shape(train: TrainConfig, processes: int = 1) -> int:
+    """Completions per device step; fails unless the group size divides the batch evenly.
+    prompts_per_step x num_generations is the global batch, shared by `processes` ranks."""
     completions = train.prompts_per_step * train.num_generations
-    if completions % train.gradient_accumulation_steps:
+    if completions % (train.gradient_accumulation_steps * processes):
         raise ArgenError(
             f"train.prompts_per_step x train.num_generations = {completions} completions per "
             f"step is not divisible by train.gradient_accumulation_steps = "
-            f"{train.gradient_accumulation_steps}"
+            f"{train.gradient_accumulation_steps} x {processes} training process(es)"
         )
-    per_device = completions // train.gradient_accumulation_steps
+    per_device = completions // (train.gradient_accumulation_steps * processes)
     if per_device % train.num_generations and train.num_generations % per_device:
         raise ArgenError(
             f"train.num_generations = {train.num_generations} does not divide the per-device "
@@ -69,7 +71,7 @@ def grpo_args(config: Config, work: Path, on_gpu: bool) -> GRPOConfig:
     weights = config.judge.weights
     return GRPOConfig(
         output_dir=str(work),
-        per_device_train_batch_size=batch_shape(train),
+        per_device_train_batch_size=batch_shape(train, world_size()),
         gradient_accumulation_steps=train.gradient_accumulation_steps,
         num_generations=train.num_generations,
         max_steps=train.max_steps,
@@ -244,12 +246,13 @@ def train(
     """Train a LoRA adapter with GRPO; returns `out_dir` holding the selected adapter.
 
     One process at a time works in ``<out>.partial``; a second run of the same output waits,
-    then uses the first one's adapter instead of training again."""
+    then uses the first one's adapter instead of training again. With ``train.num_processes``
+    above 1 the ranks train under accelerate (`argen.launch`) and `callbacks` see their progress."""
     check_model_dir(model_dir)
-    train_frame = read_scenarios(train_split)
-    validation_frame = read_scenarios(validation_split)
-    if (train_frame["split"] == "test").any() or (validation_frame["split"] == "test").any():
-        raise ArgenError("training and model selection must not see the test split")
+    splits = (train_split, validation_split)
+    read_splits(*splits)
+    processes = process_count(config.train)
+    batch_shape(config.train, processes)
     out_dir = output_path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
     before = identity(out_dir)
@@ -258,12 +261,30 @@ def train(
         if identity(out_dir) != before and (out_dir / "manifest.json").is_file():
             log.info("another run finished %s while this one waited; using its adapter", out_dir)
             return out_dir
-        run = _fit(config, model_dir, train_frame, validation_frame, work, callbacks)
-        inputs = {str(p): file_sha256(p) for p in (train_split, validation_split)}
-        _write_adapter(run, config, model_dir, inputs, out_dir)
+        if processes > 1:
+            launch(config, model_dir, splits, out_dir, callbacks, processes)
+        else:
+            fit_and_write(config, model_dir, splits, out_dir, callbacks)
         shutil.rmtree(work, ignore_errors=True)
-    log.info("trained %d steps; adapter in %s", run.trainer.state.global_step, out_dir)
     return out_dir
+
+
+def read_splits(train_split: Path, validation_split: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both splits, checked: training and model selection must never see the test split."""
+    frames = read_scenarios(train_split), read_scenarios(validation_split)
+    if any((frame["split"] == "test").any() for frame in frames):
+        raise ArgenError("training and model selection must not see the test split")
+    return frames
+
+
+def fit_and_write(config, model_dir, splits, out_dir, callbacks=()) -> None:
+    """Train in ``<out>.partial`` and write the output; with several ranks, rank 0 writes."""
+    work = out_dir.with_name(out_dir.name + ".partial")
+    run = _fit(config, model_dir, *read_splits(*splits), work, callbacks)
+    if is_main():
+        inputs = {str(p): file_sha256(p) for p in splits}
+        _write_adapter(run, config, model_dir, inputs, out_dir)
+        log.info("trained %d steps; adapter in %s", run.trainer.state.global_step, out_dir)
 
 
 @dataclass
@@ -271,7 +292,7 @@ class TrainingRun:
     """What a finished training hands to the writing of its output."""
 
     trainer: GRPOTrainer
-    validator: ValidationCallback
+    validator: RankValidation
     tokenizer: object
     counts: "JudgeCounts"
     judge: str
@@ -294,14 +315,16 @@ def _fit(
     on_gpu = torch.cuda.is_available()
     configure_wandb(config.train, work)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    validator = ValidationCallback(config, backend, validation_frame, tokenizer, work / "best")
+    validator = RankValidation(config, backend, validation_frame, tokenizer, work / "best")
     fast = not config.train.use_vllm and wants_engine(
         config.generation.engine, AutoConfig.from_pretrained(model_dir), on_gpu
     )
     rollouts = "vllm" if config.train.use_vllm else "fast" if fast else "transformers"
     log.info("GRPO rollouts: %s", rollouts)
     resume = last_complete_checkpoint(work)
-    counts = JudgeCounts(rewards, judge_counts(resume))
+    totals = RankTotals(rewards)  # every rank's judgements, not only this one's
+    counts = JudgeCounts(totals, judge_counts(resume))
+    guards = [JudgeHealthCallback(rewards), totals, counts, DivergenceGuard()]
     lora = config.train.lora
     trainer = GRPOTrainer(
         model=str(model_dir),
@@ -316,7 +339,7 @@ def _fit(
             target_modules=lora.target_modules,
             task_type="CAUSAL_LM",
         ),
-        callbacks=[JudgeHealthCallback(rewards), counts, DivergenceGuard(), validator, *callbacks],
+        callbacks=[*guards, validator, *callbacks],
         rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
     validator.trainer = trainer
