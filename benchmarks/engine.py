@@ -1,15 +1,18 @@
 """The fast engine on a GPU: evaluation generation speed, and agreement with transformers.
 
     python -m benchmarks.engine speed [--shapes 135m] [--prompts 64] [--new-tokens 256]
-    python -m benchmarks.engine agreement [--prompts 64] [--new-tokens 128]
+    python -m benchmarks.engine speed --model SPEC_OR_DIR [--prompts 84] [--new-tokens 256]
+    python -m benchmarks.engine agreement [--model SPEC_OR_DIR] [--prompts 64] [--new-tokens 128]
 
-`speed` (random weights of SmolLM2 family shapes, greedy, one batch of `--prompts`): plain
-batched `generate` (how evaluation ran before), `generate` with transformers' static cache and
-its built-in compilation, and the engine; tokens/s, milliseconds per decode step, and the
-memory-bandwidth floor (weight bytes / the card's bandwidth). `agreement` (the packaged
-SmolLM2-135M weights): greedy tokens of the engine against `generate` of the same weights in
-float32 and bfloat16 (share of tokens before the first divergence, identical sequences), and
-the engine's sampled log-probabilities against a full forward pass.
+`speed` (greedy, one batch of `--prompts`; random weights of SmolLM2 family shapes, or with
+`--model` a real model in bfloat16): plain batched `generate` (how evaluation ran before),
+`generate` with transformers' static cache and its built-in compilation, and the engine;
+tokens/s, milliseconds per decode step, and the memory-bandwidth floor (weight bytes / the
+card's bandwidth). `agreement` (the packaged SmolLM2-135M weights, or `--model`): greedy tokens
+of the engine against `generate` of the same weights in float32 and bfloat16 (share of tokens
+before the first divergence, identical sequences), and the engine's sampled log-probabilities
+against a full forward pass. `--model` takes what `argen model` does: a packaged model's name,
+a local model directory or a hub id.
 """
 
 import argparse
@@ -22,6 +25,7 @@ import torch
 from argen.config import GenerationConfig
 from argen.engine import Sampling, completion_length
 from argen.generation import _eos_ids, encode_prompts, engine_for, generate, load_model
+from argen.models import DEFAULT_MODEL, resolve_model
 from benchmarks.generation import random_model, scenario_prompts
 
 BANDWIDTH_TB_S = {"H100": 3.35, "H200": 4.8}
@@ -51,8 +55,13 @@ def static_compiled(model, tokenizer, prompts, new_tokens):
     return (out[:, padded["input_ids"].shape[1] :] != tokenizer.pad_token_id).sum().item()
 
 
-def speed(shape: str, n_prompts: int, new_tokens: int) -> list[dict]:
-    model, tokenizer = random_model(torch.device("cuda"), shape)
+def speed(shape: str | None, n_prompts: int, new_tokens: int, model_spec: str | None) -> list[dict]:
+    """Generation speed of each variant on random weights of `shape`, or on `model_spec`."""
+    if model_spec:
+        model, tokenizer = load_model(resolve_model(model_spec), torch.device("cuda"))
+        shape = model_spec
+    else:
+        model, tokenizer = random_model(torch.device("cuda"), shape)
     prompts = scenario_prompts(n_prompts)
     settings = GenerationConfig(max_new_tokens=new_tokens, batch_size=n_prompts)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -157,18 +166,17 @@ def matched(candidate: list[list[int]], reference: list[list[int]]) -> dict:
     }
 
 
-def agreement(n_prompts: int, new_tokens: int) -> dict:
+def agreement(n_prompts: int, new_tokens: int, model_spec: str) -> dict:
     """Greedy tokens and log-probabilities: engine vs transformers, float32 and bfloat16.
 
     bfloat16 rounding alone makes two correct implementations diverge, so each bfloat16 figure
-    comes with the same figure for transformers' own bfloat16 path against float32.
+    comes with the same figure for transformers' own bfloat16 path against float32. Each
+    precision is loaded from the stored weights directly.
     """
-    from argen.models import DEFAULT_MODEL, resolve_model
-
-    models, tokenizer = {}, None
-    for dtype in (torch.float32, torch.bfloat16):
-        model, tokenizer = load_model(resolve_model(DEFAULT_MODEL), DEVICE)
-        models[dtype] = model.to(dtype)
+    models, tokenizer, model_dir = {}, None, resolve_model(model_spec)
+    for precision in ("float32", "bfloat16"):
+        model, tokenizer = load_model(model_dir, DEVICE, precision)
+        models[getattr(torch, precision)] = model
     prompts = encode_prompts(tokenizer, scenario_prompts(n_prompts))
     eos = sorted(_eos_ids(tokenizer, models[torch.float32]))
     pad = tokenizer.pad_token_id
@@ -227,17 +235,23 @@ def main() -> None:
     parser.add_argument("--shapes", default="135m")
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=None)
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="packaged model name, model directory or hub id (speed: instead of --shapes; "
+        f"agreement: default {DEFAULT_MODEL})",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name() if DEVICE.type == 'cuda' else 'CPU'}", flush=True)
     if args.mode == "speed":
         rows = [
             row
-            for shape in args.shapes.split(",")
-            for row in speed(shape, args.prompts, args.new_tokens or 256)
+            for shape in ([None] if args.model else args.shapes.split(","))
+            for row in speed(shape, args.prompts, args.new_tokens or 256, args.model)
         ]
     else:
-        rows = agreement(args.prompts, args.new_tokens or 128)
+        rows = agreement(args.prompts, args.new_tokens or 128, args.model or DEFAULT_MODEL)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -1,7 +1,8 @@
 """GRPO step time with ArGen's trainer settings, for each rollout engine and model shape.
 
     python -m benchmarks.grpo_step [--recipe gpu] [--steps 4] [--random-weights]
-        [--shapes 135m,360m,1.7b] [--engines transformers,fast] [--json out.json]
+        [--shapes 135m,360m,1.7b] [--model SPEC_OR_DIR] [--engines transformers,fast]
+        [--json out.json]
 
 It builds TRL's GRPOConfig from the recipe exactly as `argen train` does (`grpo_args`), on the
 curated-style prompts of `data/scenarios`, with a cheap stand-in reward (response length) so
@@ -9,7 +10,8 @@ that the figure is the trainer's, not the judge's. For each shape and engine it 
 mean step time after the first, the generation share of it and generation tokens/s, and the
 speed-up of each engine over `transformers` (TRL's own `generate` path) measured in the same
 run. ``--random-weights`` builds SmolLM2 family shapes with random weights (throughput
-depends on shapes, not values); without it the packaged 135M model is used.
+depends on shapes, not values); without it the model of ``--model`` is used (a packaged
+model's name, a local model directory or a hub id; default the packaged SmolLM2-135M).
 """
 
 import argparse
@@ -26,6 +28,7 @@ from trl import GRPOTrainer
 
 from argen.config import load_config
 from argen.judging import make_backend
+from argen.models import DEFAULT_MODEL, resolve_model
 from argen.rewards import JudgeRewards
 from argen.rollouts import engine_rollouts
 from argen.train import grpo_args, training_dataset
@@ -79,14 +82,13 @@ def prompts_frame(n: int) -> pd.DataFrame:
     return pd.DataFrame(rows[:: max(1, len(rows) // n)][:n])
 
 
-def build_model(shape: str | None, on_gpu: bool):
-    """A random-weight SmolLM2 family model of `shape`, or the packaged model (None)."""
+def build_model(shape: str | None, on_gpu: bool, model_spec: str = DEFAULT_MODEL):
+    """A random-weight SmolLM2 family model of `shape`, or (None) the model of `model_spec`;
+    with the directory its tokenizer comes from."""
     dtype = torch.bfloat16 if on_gpu else torch.float32
     device = torch.device("cuda" if on_gpu else "cpu")
     if shape is None:
-        from argen.models import DEFAULT_MODEL, resolve_model
-
-        path = resolve_model(DEFAULT_MODEL)
+        path = resolve_model(model_spec)
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype), path
     torch.manual_seed(0)
     with device:
@@ -103,10 +105,18 @@ def reward_setup(config, reward: str) -> tuple[list, list[float] | None]:
     return judge.functions(), [weights.ahimsa, weights.dharma, weights.helpfulness]
 
 
-def measure(config, shape: str | None, engine: str, steps: int, on_gpu: bool, reward: str) -> dict:
+def measure(
+    config,
+    shape: str | None,
+    engine: str,
+    steps: int,
+    on_gpu: bool,
+    reward: str,
+    model_spec: str = DEFAULT_MODEL,
+) -> dict:
     """Train `steps` GRPO steps; step and generation times after the first step."""
     train = config.train
-    model, tokenizer_dir = build_model(shape, on_gpu)
+    model, tokenizer_dir = build_model(shape, on_gpu, model_spec)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     with tempfile.TemporaryDirectory() as tmp:
         grpo = grpo_args(config, Path(tmp) / "run", on_gpu)
@@ -141,7 +151,7 @@ def measure(config, shape: str | None, engine: str, steps: int, on_gpu: bool, re
     step = sum(timer.times[1:]) / len(timer.times[1:])
     gen = sum(generation[1:]) / len(generation[1:])
     result = {
-        "shape": shape or "packaged 135m",
+        "shape": shape or model_spec,
         "engine": engine,
         "first_step_s": timer.times[0],
         "step_s": step,
@@ -164,6 +174,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--random-weights", action="store_true")
     parser.add_argument("--shapes", default="135m")
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="without --random-weights: packaged model name, model directory or hub id",
+    )
     parser.add_argument("--engines", default="transformers,fast")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
@@ -187,7 +202,7 @@ def main() -> None:
     shapes = args.shapes.split(",") if args.random_weights else [None]
     for shape in shapes:
         for engine in args.engines.split(","):
-            result = measure(config, shape, engine, args.steps, on_gpu, args.reward)
+            result = measure(config, shape, engine, args.steps, on_gpu, args.reward, args.model)
             base = next((r for r in results if r["shape"] == result["shape"]), result)
             result["step_speedup"] = base["step_s"] / result["step_s"]
             result["generation_speedup"] = (

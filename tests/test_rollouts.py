@@ -1,4 +1,5 @@
-"""GRPO rollouts through the fast engine inside TRL's trainer (CPU, packaged model)."""
+"""GRPO rollouts through the fast engine inside TRL's trainer (CPU): the packaged model (slow)
+and tiny random models shaped like Llama-3.2-1B and Qwen2.5 (fast)."""
 
 import json
 
@@ -13,19 +14,30 @@ from argen.rollouts import engine_rollouts
 from argen.train import grpo_args, train, training_dataset
 from tests.conftest import scenario
 from tests.test_train import PROMPTS, split_file, tiny
+from tests.tiny_models import FAMILIES, one_thread, tiny_model
 
-pytestmark = pytest.mark.slow
+
+@pytest.mark.parametrize("name", [pytest.param("smollm2", marks=pytest.mark.slow), *FAMILIES])
+def test_rollout_logprobs_match_the_trainers_recomputation(name, request, tmp_path):
+    if name == "smollm2":
+        model_dir = request.getfixturevalue("default_model_dir")
+        model, tokenizer = str(model_dir), AutoTokenizer.from_pretrained(model_dir)
+        check_rollouts(model, tokenizer, tmp_path)
+        return
+    with one_thread():
+        check_rollouts(*tiny_model(name), tmp_path)
 
 
-def test_rollout_logprobs_match_the_trainers_recomputation(default_model_dir, tmp_path):
+def check_rollouts(model, tokenizer, tmp_path) -> None:
+    """Engine rollouts inside a LoRA GRPO trainer of `model` (a directory or a model): the
+    trainer's prompts, lengths within the limit, log-probabilities as the trainer computes."""
     config = tiny(tmp_path, "train.temperature=0.8", "train.max_completion_length=12")
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir)
     frame = pd.DataFrame([scenario(f"s{i}", p) for i, p in enumerate(PROMPTS)])
     args = grpo_args(config, tmp_path / "run", on_gpu=False)
     args.report_to, args.reward_weights = [], None
     rollout = engine_rollouts(tokenizer)
     trainer = GRPOTrainer(
-        model=str(default_model_dir),
+        model=model,
         reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
         args=args,
         train_dataset=training_dataset(frame),
@@ -52,6 +64,7 @@ def test_rollout_logprobs_match_the_trainers_recomputation(default_model_dir, tm
         assert torch.allclose(torch.tensor(logprobs), want[0], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_training_with_fast_rollouts(default_model_dir, tmp_path):
     config = tiny(tmp_path, "generation.engine=fast", "train.max_steps=1")
     out = train(

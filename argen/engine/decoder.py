@@ -181,8 +181,9 @@ class Engine:
             pad=pad_id,
             sampling=sampling,
         )
-        if self.use_graphs:
-            self._capture(batch)
+        if self.use_graphs:  # warm-up draws random numbers: a seeded call must not see that
+            with torch.random.fork_rng(devices=[self.device]):
+                self._capture(batch)
         self.batches[key] = batch
         return batch
 

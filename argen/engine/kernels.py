@@ -78,12 +78,20 @@ def head(x, norm, lm_head, eps: float, temperature: float, top_p: float, top_k: 
         kth = torch.topk(scaled, top_k, dim=-1).values[:, -1:]
         filtered = filtered.masked_fill(filtered < kth, -math.inf)
     if top_p < 1.0:
-        ordered, order = torch.sort(filtered, dim=-1)
-        drop = ordered.softmax(-1).cumsum(-1) <= 1 - top_p
-        drop[:, -1] = False
-        filtered = filtered.scatter(-1, order, ordered.masked_fill(drop, -math.inf))
+        filtered = _top_p(filtered, top_p)
     token = gumbel_max(filtered)
     return token, _logprob(scaled, token)
+
+
+@torch.compiler.disable
+def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """`logits` outside the smallest set of top tokens holding `top_p` of the mass set to -inf.
+    Left to eager kernels (still graph-captured): Inductor (torch 2.11) fails to generate code
+    for this cumulative sum over a whole vocabulary."""
+    ordered, order = torch.sort(logits, dim=-1)
+    drop = ordered.softmax(-1).cumsum(-1) <= 1 - top_p
+    drop[:, -1] = False
+    return logits.scatter(-1, order, ordered.masked_fill(drop, -math.inf))
 
 
 def gumbel_max(logits: torch.Tensor) -> torch.Tensor:

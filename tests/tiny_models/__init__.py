@@ -28,8 +28,9 @@ FAMILIES = {
 }
 """name: (real config, changes). Llama's rope scaling keeps factor and frequency factors but
 takes an original context of 32 positions, so that prompts of ~100 tokens reach far past its
-low-frequency wavelength. The 1.5B variant unties the output head (the hub config ties it;
-the dequantized GGUF the project uses loads with its own head), so both head kinds are run."""
+low-frequency wavelength. The 1.5B variant unties the output head: the hub configs tie it,
+but the dequantized Qwen2.5-Coder GGUFs the project packages load with their own head (see
+shared/NOTES.md), so both head kinds are run."""
 
 
 def real_config(name: str) -> dict:
