@@ -76,6 +76,8 @@ class Engine:
     decoder."""
 
     def __init__(self, config, device: torch.device, dtype: torch.dtype):
+        """An empty engine for models of `config` (weights come with `load`); refuses a config
+        it cannot run, naming the reason."""
         reason = unsupported_reason(config)
         if reason:
             raise ArgenError(f"the fast generation engine cannot run this model: {reason}")
@@ -159,6 +161,7 @@ class Engine:
         return _decoded(batch, done, set(eos_ids))
 
     def _batch(self, size, length, new_tokens, sampling, eos_ids, pad_id) -> _Batch:
+        """The buffers (and, on a GPU, the captured graph) for this batch shape, kept for reuse."""
         key = (size, length, new_tokens, sampling, tuple(eos_ids), pad_id)
         if key in self.batches:
             return self.batches[key]
@@ -206,6 +209,7 @@ class Engine:
         batch.graph = graph
 
     def _replay(self, batch: _Batch) -> None:
+        """One decode step: the captured graph on a GPU, eager code on a CPU."""
         if batch.graph is not None:
             batch.graph.replay()
         else:
@@ -257,6 +261,7 @@ class Engine:
         )
 
     def _head_args(self, batch: _Batch) -> tuple:
+        """The sampling head's arguments as plain tensors and numbers."""
         s = batch.sampling
         return self.norm, self.lm_head, self.eps, s.temperature, s.top_p, s.top_k
 
@@ -286,6 +291,7 @@ def completion_length(tokens: list[int], eos_ids) -> int:
 
 
 def _decoded(batch: _Batch, steps: int, eos_ids: set[int]) -> Decoded:
+    """The first `steps` output tokens of each row, cut after its end-of-sequence token."""
     tokens = batch.out_tokens[:, :steps].tolist()
     logprobs = batch.out_logprobs[:, :steps].tolist()
     ends = [completion_length(row, eos_ids) for row in tokens]
