@@ -37,8 +37,10 @@ def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: 
     adapter = stages.train_out(
         config, model_dir, splits / "train.parquet", splits / "validation.parquet"
     )
-    merged = stages.merge_out(config, model_dir, adapter)
-    reused = stages.is_complete("train", adapter) and stages.is_complete("merge", merged)
+    # The merge's key hashes the adapter's content: known before training only if it exists.
+    reused = stages.is_complete("train", adapter) and stages.is_complete(
+        "merge", stages.merge_out(config, model_dir, adapter)
+    )
     name = config.orchestration.train_deployment
     if not name:
         merged = Path(train_flow(recipe, overrides, config.model.base, curated))
@@ -46,6 +48,7 @@ def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: 
         parameters = {"recipe": recipe, "overrides": overrides, "curated": curated}
         parameters["model"] = config.model.base
         on_deployment(name, parameters, config.orchestration.train_timeout_s)
+        merged = stages.merge_out(config, model_dir, adapter)
     return {**t.ref("merge", merged), "reused": reused}
 
 
@@ -116,32 +119,38 @@ def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dic
     return out
 
 
+def outcome(name: str, message: str, report_dir: Path) -> State:
+    """The run's final state, named for the release outcome, with a `argen-release` artifact
+    saying why."""
+    get_run_logger().info("release: %s: %s", name, message)
+    create_markdown_artifact(
+        markdown=f"## Release: {name}\n\n{message}\n\nReport: `{report_dir}`",
+        key="argen-release",
+        description=f"Release outcome: {name}",
+    )
+    return Completed(name=name, message=message, data=str(report_dir))
+
+
 def release(config: Config, line: str, merged: Path, report_dir: Path, ctx: dict) -> State:
     """Promote the candidate if its gate passed and it is not worse than the line's champion
     beyond noise; the returned state names the outcome (the UI shows it at a glance)."""
-    log = get_run_logger()
     summary = json.loads((report_dir / "summary.json").read_text())
-    result = str(report_dir)
     if not summary["gate_passed"]:
         failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
         message = "release gate failed, the champion stays: " + "; ".join(failed)
-        log.warning(message)
-        return Completed(name=GATE_FAILED, message=message, data=result)
+        return outcome(GATE_FAILED, message, report_dir)
     current = registry.champion(config, line)
     if current and current["model_dir"] == str(merged):
-        return Completed(message=f"{merged} is already the {line} champion", data=result)
+        return outcome("Completed", f"{merged} is already the {line} champion", report_dir)
     challenge_dir = None
     if current:
         challenge_dir = challenge(config, line, current, ctx["aligned"], ctx)
         worse = registry.losses(json.loads((challenge_dir / "summary.json").read_text()))
         if worse:
             message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
-            log.warning(message)
-            return Completed(name=LOST, message=message, data=result)
+            return outcome(LOST, message, report_dir)
     registry.promote(config, line, merged, report_dir, challenge_dir)
-    message = f"{merged} is now the {line} champion"
-    log.info(message)
-    return Completed(name=PROMOTED, message=message, data=result)
+    return outcome(PROMOTED, f"{merged} is now the {line} champion", report_dir)
 
 
 @flow(
