@@ -1,18 +1,18 @@
 """The fast engine on a GPU: evaluation generation speed, and agreement with transformers.
 
     python -m benchmarks.engine speed [--shapes 135m] [--prompts 64] [--new-tokens 256]
-    python -m benchmarks.engine speed --model SPEC_OR_DIR [--prompts 84] [--new-tokens 256]
+    python -m benchmarks.engine speed --model SPEC_OR_DIR [--precision float32] [--prompts 84]
     python -m benchmarks.engine agreement [--model SPEC_OR_DIR] [--prompts 64] [--new-tokens 128]
 
-`speed` (greedy, one batch of `--prompts`; random weights of SmolLM2 family shapes, or with
-`--model` a real model in bfloat16): plain batched `generate` (how evaluation ran before),
-`generate` with transformers' static cache and its built-in compilation, and the engine;
-tokens/s, milliseconds per decode step, and the memory-bandwidth floor (weight bytes / the
-card's bandwidth). `agreement` (the packaged SmolLM2-135M weights, or `--model`): greedy tokens
-of the engine against `generate` of the same weights in float32 and bfloat16 (share of tokens
-before the first divergence, identical sequences), and the engine's sampled log-probabilities
-against a full forward pass. `--model` takes what `argen model` does: a packaged model's name,
-a local model directory or a hub id.
+`speed` (greedy, one batch of `--prompts`; random weights of SmolLM2 family shapes in
+bfloat16, or with `--model` a real model in `--precision`, default bfloat16): plain batched
+`generate` (how evaluation ran before), `generate` with transformers' static cache and its
+built-in compilation, and the engine; tokens/s, milliseconds per decode step, and the
+memory-bandwidth floor (weight bytes / the card's bandwidth). `agreement` (the packaged
+SmolLM2-135M weights, or `--model`): greedy tokens of the engine against `generate` of the same
+weights in float32 and bfloat16 (share of tokens before the first divergence, identical
+sequences), and the engine's sampled log-probabilities against a full forward pass. `--model`
+takes what `argen model` does: a packaged model's name, a local model directory or a hub id.
 """
 
 import argparse
@@ -55,15 +55,20 @@ def static_compiled(model, tokenizer, prompts, new_tokens):
     return (out[:, padded["input_ids"].shape[1] :] != tokenizer.pad_token_id).sum().item()
 
 
-def speed(shape: str | None, n_prompts: int, new_tokens: int, model_spec: str | None) -> list[dict]:
+def speed(
+    shape: str | None, n_prompts: int, new_tokens: int, model_spec: str | None, precision: str
+) -> list[dict]:
     """Generation speed of each variant on random weights of `shape`, or on `model_spec`."""
     if model_spec:
-        model, tokenizer = load_model(resolve_model(model_spec), torch.device("cuda"))
-        shape = model_spec
+        model, tokenizer = load_model(resolve_model(model_spec), torch.device("cuda"), precision)
+        shape = f"{model_spec} {precision}"
     else:
         model, tokenizer = random_model(torch.device("cuda"), shape)
+        precision = "bfloat16"
     prompts = scenario_prompts(n_prompts)
-    settings = GenerationConfig(max_new_tokens=new_tokens, batch_size=n_prompts)
+    settings = GenerationConfig(
+        max_new_tokens=new_tokens, batch_size=n_prompts, precision=precision
+    )
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     card = next((k for k in BANDWIDTH_TB_S if k in torch.cuda.get_device_name()), None)
     floor_ms = weight_bytes / (BANDWIDTH_TB_S[card] * 1e12) * 1e3 if card else float("nan")
@@ -241,6 +246,9 @@ def main() -> None:
         help="packaged model name, model directory or hub id (speed: instead of --shapes; "
         f"agreement: default {DEFAULT_MODEL})",
     )
+    parser.add_argument(
+        "--precision", choices=["bfloat16", "float32"], default="bfloat16", help="speed --model"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name() if DEVICE.type == 'cuda' else 'CPU'}", flush=True)
@@ -248,7 +256,9 @@ def main() -> None:
         rows = [
             row
             for shape in ([None] if args.model else args.shapes.split(","))
-            for row in speed(shape, args.prompts, args.new_tokens or 256, args.model)
+            for row in speed(
+                shape, args.prompts, args.new_tokens or 256, args.model, args.precision
+            )
         ]
     else:
         rows = agreement(args.prompts, args.new_tokens or 128, args.model or DEFAULT_MODEL)
