@@ -75,6 +75,7 @@ class _Walk:
     (`root[i]`: the first row of i's group among the rows merged so far)."""
 
     def __init__(self, n: int, threshold: float, related: float):
+        """n rows, none decided yet, each its own group."""
         self.threshold, self.related = threshold, related
         self.duplicate_of = np.full(n, -1, np.int64)
         self.similarity = np.full(n, np.nan, np.float32)

@@ -72,6 +72,7 @@ def measure(n: int, block: int, planted: int, seed: int) -> dict:
 
 
 def main() -> None:
+    """Parse the size and block options, measure once, print one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=250_000, help="prompts (vectors)")
     parser.add_argument("--block", type=int, default=BLOCK, help="rows per similarity block")
