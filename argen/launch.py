@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch.distributed as dist
 import yaml
 from transformers import TrainerCallback, TrainerControl, TrainerState
 
@@ -138,12 +139,13 @@ def launch(
 
 
 def _relay_output(process: subprocess.Popen, tail: collections.deque) -> None:
-    """The ranks' output into this process's log, keeping the last lines for an error message."""
+    """The ranks' output into this process's log: their own log records (``rank N ...``) at
+    INFO, other output (warnings, TRL's tables) at DEBUG; the last lines are kept for an error."""
     for line in process.stdout:
         line = line.rstrip()
         if line:
             tail.append(line)
-            log.info("%s", line)
+            log.log(logging.INFO if line.startswith("rank ") else logging.DEBUG, "%s", line)
 
 
 def _follow(process: subprocess.Popen, work: Path, callbacks: Sequence[TrainerCallback]) -> int:
@@ -283,8 +285,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         (work / f".rank-error-{rank()}.json").write_text(json.dumps(report))
         raise
     finally:
-        import torch.distributed as dist
-
         if dist.is_initialized():
             dist.destroy_process_group()
 
