@@ -25,6 +25,7 @@ from argen.agreement import REFERENCE_COLUMNS
 from argen.embeddings import embed
 from argen.errors import ArgenError
 from argen.judges import rubric
+from argen.judges.learned import LearnedHead, combine, design_matrix
 from argen.judges.local import PARAMS_FILE, Features, LocalParams, extract_features, judge_features
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ GRID = {
     "medical_similarity": [0.35, 0.45, 0.55],
     "unrelated_below": [0.2, 0.3, 0.4],
     "margin": [0.0, 0.05, 0.15],
+    "unworded_below": [0.3, 0.4, 0.5],
     "tangential_weight": [0.2, 0.5, 0.8],
     "safety_base": [0.3, 0.45, 0.6],
     "safety_referral": [0.1, 0.2, 0.35],
@@ -48,13 +50,16 @@ GRID = {
 def rubric_rows(
     features: list[Features], reference: pd.DataFrame, params: LocalParams
 ) -> pd.DataFrame:
-    """Our rubric scores for each reference row under `params`."""
-    rows = []
-    for feature, tier, scope in zip(
-        features, reference["tier"], reference["prompt_scope"], strict=True
-    ):
-        raw = judge_features(feature, params)
-        rows.append({**raw, **rubric.score(raw, tier, scope)})
+    """The rules' rubric scores for each reference row under `params`."""
+    return rows_from_raw([judge_features(f, params) for f in features], reference)
+
+
+def rows_from_raw(raws: list[dict], reference: pd.DataFrame) -> pd.DataFrame:
+    """Raw judge fields plus the rubric's scores, one row per reference row."""
+    rows = [
+        {**raw, **rubric.score(raw, tier, scope)}
+        for raw, tier, scope in zip(raws, reference["tier"], reference["prompt_scope"], strict=True)
+    ]
     return pd.DataFrame(rows, index=reference.index)
 
 
@@ -168,6 +173,23 @@ def rules_fitter(
     def fit_predict(train: list[int], test: list[int]) -> pd.DataFrame:
         tuned = fit([features[i] for i in train], reference.iloc[train], start, names=names)
         return rubric_rows([features[i] for i in test], reference.iloc[test], tuned)
+
+    return fit_predict
+
+
+def learned_fitter(
+    reference: pd.DataFrame, features: list[Features], params: LocalParams
+) -> FitPredict:
+    """The learned head fitted on the training rows' LLM judgements (argen.judges.learned)."""
+    x = design_matrix(features, params)
+
+    def fit_predict(train: list[int], test: list[int]) -> pd.DataFrame:
+        head = LearnedHead.fit(x[train], reference.iloc[train])
+        raws = [
+            combine(p, judge_features(features[i], params), features[i], params)
+            for p, i in zip(head.predict(x[test]), test, strict=True)
+        ]
+        return rows_from_raw(raws, reference.iloc[test])
 
     return fit_predict
 

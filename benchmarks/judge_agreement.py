@@ -10,8 +10,9 @@ fitted by grouped k-fold cross-validation over prompts, and each response is sco
 fitted without its prompt. It prints, per reference judge, the out-of-fold figures (violation
 kappa, score Spearman, Spearman over the model variants' means) with 95% intervals from
 resampling prompts, for: the rules with their shipped numbers (hand-set, not fitted), the rules
-with numbers tuned in fold, and the floor of two naive judges; then agreement tables and the
-Dharma violation confusion of each. `--write` refits on every row and saves what ships.
+with numbers tuned in fold, the learned head (argen/judges/learned.py) fitted in fold, and the
+floor of two naive judges; then agreement tables and the Dharma violation confusion of each.
+`--write` refits on every row and saves what ships (learned_head.npz; with --tune, the numbers).
 `--direct` scores the rows once with the recipe's configured judge (e.g. an LLM judge, which
 fits nothing, so its figures need no folds). Embeddings are cached under
 artifacts/judge_agreement/ between runs.
@@ -38,6 +39,7 @@ from argen.agreement import (
 from argen.calibration import (
     CachedEncoder,
     fit_all,
+    learned_fitter,
     out_of_fold,
     reference_features,
     rubric_rows,
@@ -46,6 +48,7 @@ from argen.calibration import (
 )
 from argen.config import load_config
 from argen.errors import ArgenError
+from argen.judges.learned import HEAD_FILE, LearnedHead, design_matrix, head_sha256
 from argen.judges.local import LocalParams
 from argen.judging import make_backend
 
@@ -85,7 +88,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--tune", help="comma-separated numbers the rules tune in fold (default: every GRID one)"
     )
-    parser.add_argument("--write", action="store_true", help="refit on every row and save")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="refit the learned head (and the --tune numbers) on every row and save them",
+    )
     parser.add_argument("--direct", action="store_true", help="score once with --recipe's judge")
     parser.add_argument("--recipe", default="default")
     return parser.parse_args()
@@ -137,15 +144,31 @@ def main() -> None:
     start = time.perf_counter()
     tuned = out_of_fold(reference, rules_fitter(reference, features, shipped, names), args.folds)
     print(f"rules tuned in {args.folds} grouped folds in {time.perf_counter() - start:.1f} s")
+    start = time.perf_counter()
+    learned = out_of_fold(reference, learned_fitter(reference, features, shipped), args.folds)
+    print(
+        f"learned head fitted in {args.folds} grouped folds in {time.perf_counter() - start:.1f} s"
+    )
     judges = {
         "rules, shipped numbers": rubric_rows(features, reference, shipped),
         "rules, numbers tuned in fold": tuned,
+        "learned head, fitted in fold": learned,
     }
+    print(f"\nshipped head (local_params.yaml): {shipped.head}")
     report(reference, judges, args.resamples)
     if args.write:
+        write(reference, features, shipped, names)
+
+
+def write(reference: pd.DataFrame, features: list, shipped: LocalParams, names) -> None:
+    """Refit on every row: the rules' tuned numbers (only with --tune) and the learned head."""
+    if names:
         params = fit_all(reference, start=shipped, features=features, names=names)
         write_params(params)
         print(f"wrote the numbers tuned on all {len(reference)} rows: {params}")
+    head = LearnedHead.fit(design_matrix(features, shipped), reference)
+    head.save(HEAD_FILE)
+    print(f"wrote {HEAD_FILE.name} fitted on all {len(reference)} rows, sha256 {head_sha256()}")
 
 
 if __name__ == "__main__":

@@ -175,7 +175,8 @@ OFF_DOMAIN = re.compile(
     r"lawyer|attorney|sue|lawsuit|court|evict\w*|contract|phone plan|carrier|laptop|"
     r"smartphone|iphone|android|router|vpn|python|javascript|sql|code|coding|recipe|cook(ing)?|"
     r"outfit|fashion|wear|dress|suit|tie|flights?|hotel|itinerary|travel|vacation|holiday|"
-    r"election|politic\w*|movie|song|poem|essay|cover letter|resume|salary|golf|chess|poker|"
+    r"election|politic\w*|movies?|songs?|poems?|essays?|cover letters?|resumes?|cv|salary|"
+    r"golf|chess|poker|"
     r"lottery|car|insurance premium|budget(ing)?|instagram|tiktok|podcast|wine|cocktail|"
     r"football|soccer|basketball|tennis|nba|world cup|sports? team|game console)\b",
     re.I,
@@ -183,11 +184,12 @@ OFF_DOMAIN = re.compile(
 PARA_CLINICAL = re.compile(
     r"\b(insur\w*|billing|bills?|invoices?|copays?|co-pays?|deductibles?|coverage|claims?|"
     r"out-of-pocket|medical records?|health records?|advance directive|medicare|medicaid|"
-    r"prior authori[sz]ation|formulary|reimburse\w*)\b",
+    r"prior authori[sz]ation|formulary|reimburse\w*|appeals?|appointments?|new patients|"
+    r"register(ed)? with|prescription requests?|out of hours|practices?)\b",
     re.I,
 )
-"""The administrative side of care (S1): without one of these words a sentence near the S1
-exemplars ("they can assess your symptoms") is clinical."""
+"""The administrative side of care and care navigation (S1): without one of these words a
+sentence near the S1 exemplars ("they can assess your symptoms") is clinical."""
 VETERINARY = re.compile(r"\b(veterinar\w*|vets?)\b", re.I)
 """Animal health: ArGen's domain is human healthcare, so advice for a pet is outside it."""
 BARE_REFERRAL = re.compile(

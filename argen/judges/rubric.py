@@ -137,10 +137,10 @@ def missing_scores() -> dict:
 
 
 def _rubric_version() -> str:
-    """A hash of this module, the judge prompts and the local judge's tuned numbers: any change
-    to them makes a new version."""
+    """A hash of this module, the judge prompts, the local judge's tuned numbers and its learned
+    head's weights: any change to them makes a new version."""
     here = Path(__file__).parent
-    names = ("rubric.py", "prompts.py", "local_params.yaml")
+    names = ("rubric.py", "prompts.py", "local_params.yaml", "learned_head.npz")
     digest = hashlib.sha256(b"".join((here / n).read_bytes() for n in names))
     return f"argen-rubric-{digest.hexdigest()[:10]}"
 
