@@ -53,6 +53,16 @@ def process_count(train: TrainConfig) -> int:
     return wanted
 
 
+def one_gpu_per_process(args):
+    """TRL arguments that train one process on one GPU. Outside a distributed launch transformers
+    wraps the model in DataParallel over every visible GPU, which TRL's GRPO cannot run (on a
+    two-GPU H100 host it failed with tensors on cuda:0 and cuda:1); several GPUs are used through
+    ``train.num_processes`` instead."""
+    if args.n_gpu > 1:
+        args._n_gpu = 1
+    return args
+
+
 def use_rank_device() -> None:
     """Pin this rank to its own GPU before anything touches CUDA: the fast engine makes its
     streams and CUDA graphs on the current device."""

@@ -26,6 +26,7 @@ from transformers import AutoConfig, AutoTokenizer, TrainerCallback
 from transformers.trainer_callback import ExportableState
 from trl import GRPOConfig, GRPOTrainer
 
+from argen import distributed
 from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
 from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
@@ -69,7 +70,7 @@ def grpo_args(config: Config, work: Path, on_gpu: bool) -> GRPOConfig:
     """TRL's GRPOConfig from ours: one place where our knobs meet TRL's names."""
     train = config.train
     weights = config.judge.weights
-    return GRPOConfig(
+    args = GRPOConfig(
         output_dir=str(work),
         per_device_train_batch_size=batch_shape(train, world_size()),
         gradient_accumulation_steps=train.gradient_accumulation_steps,
@@ -105,6 +106,7 @@ def grpo_args(config: Config, work: Path, on_gpu: bool) -> GRPOConfig:
         dataloader_num_workers=0,
         disable_tqdm=False,
     )
+    return distributed.one_gpu_per_process(args)
 
 
 def training_dataset(frame: pd.DataFrame) -> Dataset:

@@ -161,3 +161,16 @@ def test_two_cpu_ranks_write_one_output_and_resume_after_the_launcher_is_killed(
     runs = list(out.glob("wandb/offline-run-*"))
     assert 1 <= len(runs) <= 2  # rank 0's, one per launch (rank 1 never starts one)
     assert not work.exists() and sorted(p.name for p in tmp_path.glob(".*")) == []
+
+
+def test_one_process_trains_on_one_gpu_even_where_several_are_visible(tmp_path):
+    """Outside a distributed launch transformers would wrap the model in DataParallel over every
+    visible GPU; TRL's GRPO cannot run that way, so the arguments ask for one device."""
+    from trl import GRPOConfig
+
+    from argen.distributed import one_gpu_per_process
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert args.n_gpu == 0
+    args._n_gpu = 2  # what a two-GPU host reports to a single process
+    assert one_gpu_per_process(args).n_gpu == 1
