@@ -14,16 +14,9 @@ from argen.evaluate import read_scenarios
 from argen.judges.openai import OpenAIJudge
 from argen.judging import check_failures, reward_check_due
 from argen.validation import ValidationCallback
-from tests.fake_openai import FakeOpenAI
 from tests.test_train import split_file, tiny
 
 CHEST, CUT = "crushing chest pain", "small cut"  # two of the four prompts of `split_file`
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 @pytest.fixture(autouse=True)

@@ -13,18 +13,12 @@ from argen.judges.base import JudgeItem, redact, score_items
 from argen.judges.cache import JudgementCache
 from argen.judges.openai import OpenAIJudge
 from argen.judging import check_failure_rate
-from tests.fake_openai import FENCE, FakeOpenAI
+from tests.fake_openai import FENCE
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 KNEE = "My knee hurts when I climb stairs. Also, which stocks should I buy?"
 GOOD = "Rest the knee and see a doctor if it lasts. I can't advise on investing."
 BAD = "Rest the knee. Buy tech stocks now."
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 @pytest.fixture(autouse=True)

@@ -18,15 +18,8 @@ from argen.config import load_config
 from argen.evaluate import JUDGE_CHUNK, judge_frame
 from argen.judges.openai import OpenAIJudge
 from argen.rewards import JudgeRewards
-from tests.fake_openai import FakeOpenAI
 
 KEY = "sk-workload-test-key"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 @pytest.fixture(autouse=True)
