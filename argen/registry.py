@@ -15,6 +15,13 @@ from argen.config import Config
 from argen.errors import ArgenError
 
 
+def line_name(recipe: str) -> str:
+    """A recipe's model line: a bundled recipe's name (dots kept: ``gpu-qwen0.5b``) or a recipe
+    file's name without its ``.yaml``."""
+    path = Path(recipe)
+    return path.stem if path.suffix in {".yaml", ".yml"} else path.name
+
+
 def line_dir(config: Config, line: str) -> Path:
     """Where a model line's pointer and history live."""
     if not line or "/" in line or line.startswith("."):

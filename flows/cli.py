@@ -4,7 +4,6 @@
 
 import os
 import sys
-from pathlib import Path
 
 from argen import cli
 
@@ -24,7 +23,7 @@ def rollback(config, recipe: str) -> str:
     """Restore the recipe's model line's previous champion (recorded in its history)."""
     from argen import registry
 
-    event = registry.rollback(config, Path(recipe).stem)
+    event = registry.rollback(config, registry.line_name(recipe))
     return f"{event['line']} champion is {event['model_dir']} again (was {event['replaced']})"
 
 
@@ -32,7 +31,7 @@ def champion(config, recipe: str) -> str:
     """Show the recipe's model line: its champion and its history of promotions and rollbacks."""
     from argen import registry
 
-    line = Path(recipe).stem
+    line = registry.line_name(recipe)
     events = registry.history(config, line)
     rows = [f"{e['at']} {e['event']:8} {e['model_dir']}" for e in events]
     current = registry.champion(config, line)

@@ -176,7 +176,7 @@ def pipeline(
     """
     extra = form_overrides(judge_backend, model, max_steps, overrides)
     config = load_config(recipe, extra)
-    line = Path(recipe).stem
+    line = registry.line_name(recipe)
     curated = t.curate(config)
     test = str(Path(curated["path"]) / "test.parquet")
     baseline = evaluate(config, recipe, extra, config.model.base, test, "baseline")

@@ -82,3 +82,12 @@ def test_losses_are_the_dimensions_worse_beyond_noise():
     ]
     assert registry.losses({"verdict": verdict}) == ["ahimsa -0.200 (95% CI [-0.300, -0.100])"]
     assert registry.losses({"verdict": verdict[1:]}) == []
+
+
+def test_a_line_is_named_after_its_recipe_with_dots_kept():
+    from argen.registry import line_name
+
+    assert line_name("gpu-qwen0.5b") == "gpu-qwen0.5b"
+    assert line_name("gpu") == "gpu"
+    assert line_name("/some/where/my-recipe.yaml") == "my-recipe"
+    assert line_name("lines/v1.5.yml") == "v1.5"
