@@ -46,7 +46,11 @@ def wait_for(api: httpx.Client, run_id: str, timeout: float = 900) -> dict:
     """Poll a flow run until its state is terminal."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        response = api.get(f"/flow_runs/{run_id}")
+        try:
+            response = api.get(f"/flow_runs/{run_id}")
+        except httpx.TransportError:  # a server slowed by a loaded machine answers late: ask again
+            time.sleep(2)
+            continue
         run = response.json() if response.status_code == 200 else {"state": {"type": "?"}}
         if run["state"]["type"] in TERMINAL:
             return run
