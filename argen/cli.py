@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 
@@ -13,6 +14,8 @@ log = logging.getLogger("argen")
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    """`--recipe`, `--set` and `-v` (also accepted after the command: `argen run -v`)."""
+    _add_verbose(parser, argparse.SUPPRESS)
     parser.add_argument("--recipe", default="default", help="bundled recipe name or YAML path")
     parser.add_argument(
         "--set",
@@ -21,6 +24,16 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override a config field, e.g. --set curate.seed=7 (repeatable)",
+    )
+
+
+def _add_verbose(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show every library's log lines, HTTP requests, raw training metrics and bars",
     )
 
 
@@ -36,7 +49,7 @@ def _add_out_args(parser: argparse.ArgumentParser, default: str) -> None:
 
 def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="argen", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    _add_verbose(parser, False)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="the whole pipeline on a recipe")
@@ -125,20 +138,52 @@ def cmd_report(config: Config, args: argparse.Namespace) -> Path:
     return run_report(config, args.baseline, args.aligned, args.out, args.training_log)
 
 
-def cmd_run(config: Config, recipe: str) -> Path:
+def cmd_run(config: Config, recipe: str) -> str:
     """The pipeline without an orchestrator (the `argen` entry point swaps in the flow)."""
     from argen.stages import run_pipeline
 
     outputs = run_pipeline(config, Path(recipe).stem)
     for stage, path in outputs.items():
-        log.info("%s: %s", stage, path)
-    return outputs["report"]
+        log.debug("%s: %s", stage, path)
+    return console.final_lines("Completed", "pipeline finished", outputs["report"])
 
 
 def cmd_model(config: Config) -> Path:
     from argen.models import resolve_model
 
     return resolve_model(config.model.base)
+
+
+STAGE_COMMANDS: dict[str, Callable[[Config, argparse.Namespace], Path]] = {
+    "curate": lambda config, args: cmd_curate(config, args.out),
+    "evaluate": cmd_evaluate,
+    "train": cmd_train,
+    "merge": cmd_merge,
+    "report": cmd_report,
+}
+"""The one-stage commands: each gets a start and an end line on the console."""
+
+
+def run_command(args: argparse.Namespace, run: Callable, extra: dict[str, Callable]) -> str:
+    """What the parsed command prints on stdout (stage commands: their output directory)."""
+    config = load_config(args.recipe, args.overrides)
+    if getattr(args, "out", None) is not None:
+        from argen.stages import check_out
+
+        args.out = check_out(args.command, args.out, args.overwrite)
+    if args.command == "config":
+        import yaml
+
+        return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False).rstrip("\n")
+    if args.command in STAGE_COMMANDS:
+        with console.stage(args.command) as span:
+            span.out = STAGE_COMMANDS[args.command](config, args)
+        return str(span.out)
+    if args.command == "model":
+        return str(cmd_model(config))
+    if args.command in extra:
+        return str(extra[args.command](config, args.recipe))
+    return str(run(config, args.recipe))
 
 
 def main(
@@ -148,36 +193,9 @@ def main(
     taking (config, recipe), so an orchestrator can plug in without the library knowing it."""
     extra = extra or {}
     args = build_parser(extra).parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    console.configure(args.verbose)
     try:
-        config = load_config(args.recipe, args.overrides)
-        if getattr(args, "out", None) is not None:
-            from argen.stages import check_out
-
-            args.out = check_out(args.command, args.out, args.overwrite)
-        if args.command == "config":
-            import yaml
-
-            print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
-        elif args.command == "curate":
-            print(cmd_curate(config, args.out))
-        elif args.command == "evaluate":
-            print(cmd_evaluate(config, args))
-        elif args.command == "train":
-            print(cmd_train(config, args))
-        elif args.command == "merge":
-            print(cmd_merge(config, args))
-        elif args.command == "report":
-            print(cmd_report(config, args))
-        elif args.command == "model":
-            print(cmd_model(config))
-        elif args.command in extra:
-            print(extra[args.command](config, args.recipe))
-        elif args.command == "run":
-            print(run(config, args.recipe))
+        print(run_command(args, run, extra))
     except ArgenError as exc:
         print(f"argen: error: {exc}", file=sys.stderr)
         return 2

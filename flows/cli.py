@@ -5,18 +5,18 @@
 import os
 import sys
 
-from argen import cli
+from argen import cli, console
 
 
 def run_with_prefect(config, recipe: str) -> str:
     """`argen run`: the pipeline flow, in Prefect's ephemeral mode unless a server is set; prints
-    how the release ended (Promoted, Gate failed, Lost to champion) and the report."""
+    how the release ended (Promoted, Gate failed, Lost to champion), the verdict and the report."""
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "argen")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.pipeline import pipeline
 
     state = pipeline(recipe=recipe, return_state=True)
-    return f"{state.name}: {state.message} (report: {state.result()})"
+    return console.final_lines(state.name, state.message, state.result())
 
 
 def rollback(config, recipe: str) -> str:

@@ -9,7 +9,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.deployments import run_deployment
 from prefect.states import Completed, State
 
-from argen import registry, stages
+from argen import console, registry, stages
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 from argen.models import resolve_model
@@ -47,8 +47,9 @@ def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: 
     else:
         parameters = {"recipe": recipe, "overrides": overrides, "curated": curated}
         parameters["model"] = config.model.base
-        on_deployment(name, parameters, config.orchestration.train_timeout_s)
-        merged = stages.merge_out(config, model_dir, adapter)
+        with console.stage(f"train and merge on {name}", reused=reused) as span:
+            on_deployment(name, parameters, config.orchestration.train_timeout_s)
+            merged = span.out = stages.merge_out(config, model_dir, adapter)
     return {**t.ref("merge", merged), "reused": reused}
 
 
@@ -63,7 +64,8 @@ def evaluate(
     reused = stages.is_complete("evaluate", out)
     parameters = {"model": model, "scenarios": test, "label": label, "recipe": recipe}
     parameters["overrides"] = overrides
-    on_deployment(name, parameters, config.orchestration.stage_timeout_s)
+    with console.stage(f"evaluate {label} on {name}", out, reused=reused):
+        on_deployment(name, parameters, config.orchestration.stage_timeout_s)
     return {**t.ref("evaluate", out), "reused": reused}
 
 

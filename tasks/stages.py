@@ -10,7 +10,7 @@ from prefect import Task, task
 from prefect.serializers import JSONSerializer
 from prefect.tasks import exponential_backoff
 
-from argen import stages
+from argen import console, stages
 from argen.config import Config
 from argen.errors import ArgenError, JudgeOutage
 from argen.models import resolve_model
@@ -56,11 +56,15 @@ STAGE_TASK = dict(
 
 
 def _run(stage_task: Task, stage: str, out: Path, **parameters) -> dict:
-    """Run a stage task with the recipe's time limit; ``reused`` says it recomputed nothing."""
+    """Run a stage task with the recipe's time limit, between a start and an end line on the
+    console; ``reused`` says it recomputed nothing."""
     fresh = not stages.is_complete(stage, out)
     timeout = parameters["config"].orchestration.stage_timeout_s
     options = stage_task.with_options(refresh_cache=fresh, timeout_seconds=timeout)
-    return {**options(stage=stage, out=str(out), **parameters), "reused": not fresh}
+    name = " ".join([stage, *[parameters[k] for k in ("label", "name") if k in parameters]])
+    with console.stage(name, out, reused=not fresh):
+        result = options(stage=stage, out=str(out), **parameters)
+    return {**result, "reused": not fresh}
 
 
 @task(name="curate", task_run_name="curate scenarios", **STAGE_TASK)
