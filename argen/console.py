@@ -5,7 +5,7 @@ one per training step, the verdict) and anything at WARNING or above; libraries'
 (Prefect's run bookkeeping, every HTTP request httpx makes to the Prefect API, model loading
 bars, deprecation warnings) appears only with ``verbose``. Lines are written through tqdm, so a
 progress bar on the same terminal is cleared and redrawn around them instead of being broken.
-Records logged with ``extra={"console": False}`` reach other handlers (the Prefect UI) but not
+Records logged with ``extra=UI_ONLY`` reach other handlers (the Prefect UI) but not
 the terminal, where a progress bar already shows the same thing.
 
 No heavy imports here: `argen curate` configures its console without paying for torch.
@@ -30,6 +30,8 @@ HTTP_LOGGERS = ("httpx", "httpcore")
 """HTTP clients that log every request at INFO (Prefect's API calls, one per log batch)."""
 QUIET_BARS = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 """Hugging Face's own bars (weight loading, dataset maps): gone in a blink, shown with -v."""
+UI_ONLY = {"console": False}
+"""``extra=`` of a progress record that the Prefect UI needs but a terminal bar already shows."""
 BRIEF = "%(asctime)s %(message)s"
 DETAILED = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from argen.atomic import atomic_dir
 from argen.config import Config
+from argen.console import UI_ONLY
 from argen.curate import write_parquet
 from argen.errors import ArgenError
 from argen.generation import generate, load_model
@@ -78,7 +79,7 @@ def evaluate(
 
         def progress(n: int) -> None:
             bar.update(n)
-            log.info("generated %d/%d responses (%s)", bar.n, len(frame), label)
+            log.info("generated %d/%d responses (%s)", bar.n, len(frame), label, extra=UI_ONLY)
 
         generated = generate(
             model, tokenizer, frame["prompt"].tolist(), config.generation, progress
@@ -136,7 +137,7 @@ def judge_frame(config: Config, backend, frame: pd.DataFrame, label: str) -> lis
             chunk = items[start : start + JUDGE_CHUNK]
             rows.extend(asyncio.run(score_items(backend, chunk, weights, cache)))
             bar.update(len(chunk))
-            log.info("judged %d/%d responses (%s)", len(rows), len(items), label)
+            log.info("judged %d/%d responses (%s)", len(rows), len(items), label, extra=UI_ONLY)
     return rows
 
 

@@ -38,7 +38,7 @@ def emit_samples() -> None:
     logging.getLogger("httpcore.connection").debug("connect_tcp.started")
     logging.getLogger("prefect.task_runs").info("Finished in state Completed()")
     logging.getLogger("argen.curate").info("curated 40 scenarios")
-    logging.getLogger("argen.evaluate").info("generated 8/12", extra={"console": False})
+    logging.getLogger("argen.evaluate").info("generated 8/12", extra=console.UI_ONLY)
     logging.getLogger("argen.train").debug("step 1 metrics")
     logging.getLogger("transformers.trainer").warning("a real warning")
     with warnings.catch_warnings():

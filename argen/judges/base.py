@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from argen.console import UI_ONLY
 from argen.judges import rubric
 from argen.judges.cache import JudgementCache, cache_key
 
@@ -85,7 +86,11 @@ async def score_items(
     cached = cache.get_many(keys) if cache is not None else {}
     todo = {key: item for key, item in zip(keys, items, strict=True) if key not in cached}
     log.info(
-        "judging %d items with %s (%d cached)", len(items), backend.name, len(items) - len(todo)
+        "judging %d items with %s (%d cached)",
+        len(items),
+        backend.name,
+        len(items) - len(todo),
+        extra=UI_ONLY,
     )
     fresh: dict[str, Mapping | JudgeFailure] = {}
     if todo:
