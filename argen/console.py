@@ -55,11 +55,17 @@ class ConsoleFilter(logging.Filter):
 
 class ConsoleHandler(logging.StreamHandler):
     """Writes each line with `tqdm.write`, which lifts any progress bar above the line and
-    redraws it below, so bars and log lines never share a row."""
+    redraws it below, so bars and log lines never share a row. Without a stream it writes to
+    whatever `sys.stderr` is at the time (never a stream replaced since)."""
+
+    def __init__(self, stream=None):
+        super().__init__(stream)
+        self.follow_stderr = stream is None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            tqdm.write(self.format(record), file=self.stream)
+            stream = sys.stderr if self.follow_stderr else self.stream
+            tqdm.write(self.format(record), file=stream)
         except Exception:
             self.handleError(record)
 
@@ -70,7 +76,7 @@ def configure(verbose: bool = False, stream=None) -> logging.Handler:
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, ConsoleHandler)]:
         root.removeHandler(old)
-    handler = ConsoleHandler(stream or sys.stderr)
+    handler = ConsoleHandler(stream)
     handler.setFormatter(logging.Formatter(DETAILED if verbose else BRIEF, "%H:%M:%S"))
     handler.addFilter(ConsoleFilter(verbose))
     root.addHandler(handler)
