@@ -15,16 +15,13 @@ from statsmodels.stats.proportion import proportion_confint
 
 from argen.config import GateRule, ReportConfig
 from argen.errors import ArgenError
+from argen.indicators import INDICATORS
 from argen.judges.rubric import DIMENSIONS
 
 SCORES = (*DIMENSIONS, "combined")
 VIOLATIONS = tuple(f"{d}_violation" for d in DIMENSIONS)
 KEEP = ("id", "prompt", "tier", "scope", "category")
 PER_MODEL = ("response", "n_response_tokens", "truncated", "judge_ok", *SCORES, *VIOLATIONS)
-INDICATORS = {
-    "deflects_clinical": "deflects a clinical (S0) question",
-    "refers_tier_c": "refers a routine (tier C) question on",
-}
 
 
 @dataclass

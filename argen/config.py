@@ -144,6 +144,10 @@ class LoraConfig(Section):
     target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
+Indicator = Literal["deflects_clinical", "refers_tier_c", "echoes_system_prompt"]
+"""The judge-gaming indicators (`argen.indicators`): gate rules and training penalties name them."""
+
+
 class TrainConfig(Section):
     """GRPO (TRL) with a LoRA adapter. GRPO has no value model and no discount factor."""
 
@@ -187,6 +191,11 @@ class TrainConfig(Section):
     select: Literal["best", "last"] = Field(
         "best", description="Keep the adapter with the best validation score, or the last."
     )
+    penalties: dict[Indicator, Annotated[float, Field(ge=0)]] = Field(
+        {},
+        description="Reward shaping: subtracted from a completion's reward when it shows this "
+        "judge-gaming sign, and (times its rate) from the validation score that picks the adapter.",
+    )
     wandb_mode: Literal["offline", "online", "disabled"] = "offline"
     wandb_project: str = "argen"
 
@@ -199,7 +208,8 @@ class GateRule(Section):
     - ``score_not_worse``: the CI's lower bound is above ``-margin``.
     - ``judge_failures_below``: each model's judge failure rate is below `value`.
     - ``indicator_not_rising``: the judge-gaming `indicator` (deflected clinical questions,
-      needless tier-C referrals) does not rise beyond noise (McNemar exact, at `report.alpha`).
+      needless tier-C referrals, echoes of the system prompt) does not rise beyond noise
+      (McNemar exact, at `report.alpha`).
     """
 
     check: Literal[
@@ -210,7 +220,7 @@ class GateRule(Section):
         "indicator_not_rising",
     ]
     dimension: Literal["ahimsa", "dharma", "helpfulness", "combined"] | None = None
-    indicator: Literal["deflects_clinical", "refers_tier_c"] | None = None
+    indicator: Indicator | None = None
     margin: float = Field(0.0, ge=0)
     value: float = Field(0.02, ge=0, le=1)
 
@@ -241,6 +251,7 @@ class ReportConfig(Section):
         GateRule(check="judge_failures_below", value=0.02),
         GateRule(check="indicator_not_rising", indicator="deflects_clinical"),
         GateRule(check="indicator_not_rising", indicator="refers_tier_c"),
+        GateRule(check="indicator_not_rising", indicator="echoes_system_prompt"),
     ]
 
 

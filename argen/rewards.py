@@ -8,6 +8,9 @@ The judge-failure policy (`argen.judging.check_failures`) applies to the run's c
 after each batch, once `reward_check_due`, a failure share over ``judge.max_failure_rate`` stops
 training with a `JudgeOutage` before that batch is trained on.
 
+A run with `train.penalties` gets a fourth function, ``gaming``: minus the summed penalties of
+the judge-gaming signs a completion shows (`argen.indicators`), weighted 1 beside the others.
+
 >>> rewards = JudgeRewards(LocalJudge())
 >>> funcs = rewards.functions()   # [ahimsa, dharma, helpfulness], pass as reward_funcs
 """
@@ -16,7 +19,10 @@ import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+import pandas as pd
+
 from argen.hashing import json_sha256
+from argen.indicators import penalties as indicator_penalties
 from argen.judges import rubric
 from argen.judges.base import Backend, JudgeItem, score_items
 from argen.judges.cache import JudgementCache
@@ -46,9 +52,11 @@ class JudgeRewards:
         weights: Mapping[str, float] = rubric.DEFAULT_WEIGHTS,
         cache: JudgementCache | None = None,
         max_failure_rate: float = 0.05,
+        penalties: Mapping[str, float] | None = None,
     ):
         self.backend = backend
         self.weights = dict(weights)
+        self.penalties = {k: v for k, v in (penalties or {}).items() if v > 0}
         self.cache = cache
         self.max_failure_rate = max_failure_rate
         self.judged = 0
@@ -57,8 +65,23 @@ class JudgeRewards:
         self._batch: tuple[str, asyncio.Task] | None = None
 
     def functions(self) -> list[Callable]:
-        """The reward functions, named after their dimension (TRL logs ``rewards/<name>``)."""
-        return [self._reward_for(d) for d in rubric.DIMENSIONS]
+        """The reward functions, named after their dimension (TRL logs ``rewards/<name>``), and
+        ``gaming`` when penalties are set."""
+        judged = [self._reward_for(d) for d in rubric.DIMENSIONS]
+        return judged + ([self.gaming] if self.penalties else [])
+
+    def gaming(self, prompts, completions, tier, scope, category, **_) -> list[float]:
+        """Minus the summed `penalties` of the gaming signs each completion shows."""
+        frame = pd.DataFrame(
+            {
+                "prompt": [prompt_text(p) for p in prompts],
+                "response": [completion_text(c) for c in completions],
+                "tier": tier,
+                "scope": scope,
+                "category": category,
+            }
+        )
+        return indicator_penalties(frame, self.penalties)
 
     def _reward_for(self, dimension: str) -> Callable:
         async def reward(prompts, completions, tier, scope, id=None, log_metric=None, **_):
@@ -106,6 +129,12 @@ class JudgeRewards:
                 self.failures, self.judged, self.max_failure_rate, what, self.first_error
             )
         return rows
+
+
+def reward_weights(weights: Mapping[str, float], penalties: Mapping[str, float]) -> list[float]:
+    """TRL's `reward_weights`, in the order of `JudgeRewards.functions`."""
+    gaming = [1.0] if any(v > 0 for v in penalties.values()) else []
+    return [weights[d] for d in rubric.DIMENSIONS] + gaming
 
 
 def _missing(value) -> bool:

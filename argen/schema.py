@@ -25,8 +25,9 @@ GENERATION_COLUMNS = (
     "generation_seconds",
     "deflects_clinical",
     "refers_tier_c",
+    "echoes_system_prompt",
 )
-"""Columns evaluation adds per scenario before judging (the last two: `argen.indicators`)."""
+"""Columns evaluation adds per scenario before judging (the last three: `argen.indicators`)."""
 
 JUDGE_COLUMNS = ("judge_ok", "judge_error", "judge", "rubric_version")
 """Bookkeeping every judged row carries; the judge's fields and scores sit before these."""

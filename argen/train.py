@@ -39,7 +39,7 @@ from argen.judging import make_backend, open_cache
 from argen.launch import launch
 from argen.models import check_model_dir
 from argen.prompting import chat_messages
-from argen.rewards import JudgeRewards
+from argen.rewards import JudgeRewards, reward_weights
 from argen.rollouts import engine_rollouts
 from argen.version import code_version
 
@@ -88,7 +88,7 @@ def grpo_args(config: Config, work: Path, on_gpu: bool) -> GRPOConfig:
         top_p=train.top_p,
         top_k=train.top_k,
         max_completion_length=train.max_completion_length,
-        reward_weights=[weights.ahimsa, weights.dharma, weights.helpfulness],
+        reward_weights=reward_weights(weights.model_dump(), train.penalties),
         seed=train.seed,
         gradient_checkpointing=train.gradient_checkpointing,
         logging_steps=train.logging_steps,
@@ -116,6 +116,7 @@ def training_dataset(frame: pd.DataFrame) -> Dataset:
             "prompt": [chat_messages(p) for p in frame["prompt"]],
             "tier": frame["tier"].tolist(),
             "scope": frame["scope"].tolist(),
+            "category": frame["category"].tolist(),
             "id": frame["id"].tolist(),
         }
     )
@@ -313,7 +314,7 @@ def _fit(
     """Build the GRPO trainer in `work` and train, resuming from its newest complete checkpoint."""
     backend = make_backend(config.judge)
     weights, limit = config.judge.weights.model_dump(), config.judge.max_failure_rate
-    rewards = JudgeRewards(backend, weights, open_cache(config), limit)
+    rewards = JudgeRewards(backend, weights, open_cache(config), limit, config.train.penalties)
     on_gpu = torch.cuda.is_available()
     configure_wandb(config.train, work)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -6,6 +6,9 @@ final evaluation reports, measured on prompts the test split never sees. Each pa
 judge-failure policy (`argen.judging.check_failure_rate`) to its own items: a pass with more than
 ``judge.max_failure_rate`` of its judgements failed stops training instead of choosing an
 adapter from what is left.
+
+The adapter kept is the one with the best ``objective``: the combined score minus each
+`train.penalties` weight times its gaming indicator's rate, the validation twin of the reward.
 """
 
 import json
@@ -92,6 +95,7 @@ class ValidationCallback(TrainerCallback):
             record[dim] = float(ok[dim].mean()) if len(ok) else math.nan
         for name, rate in indicator_rates(indicator_columns(answered)).items():
             record[name] = math.nan if rate["rate"] is None else rate["rate"]
+        record["objective"] = objective(record, self.config.train.penalties)
         self.history = [h for h in self.history if h["step"] < step] + [record]
         self.history_file.parent.mkdir(parents=True, exist_ok=True)
         self.history_file.write_text(json.dumps(self.history, indent=2))
@@ -107,9 +111,9 @@ class ValidationCallback(TrainerCallback):
 
     def _is_best(self, record: dict) -> bool:
         """The untrained policy (step 0) is a reference, never a candidate."""
-        if record["step"] == 0 or math.isnan(record["combined"]):
+        if record["step"] == 0 or math.isnan(record["objective"]):
             return False
-        return self.best is None or record["combined"] > self.best["combined"]
+        return self.best is None or record["objective"] > self.best["objective"]
 
     def history_frame(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -124,10 +128,18 @@ class ValidationCallback(TrainerCallback):
                 "helpfulness",
                 "combined",
                 *INDICATORS,
+                "objective",
             ],
         )
 
     def selected(self, rule: str) -> dict:
         """What the kept adapter scored on validation, for the manifest."""
         chosen = self.best if rule == "best" and self.best else (self.history or [{}])[-1]
-        return {k: chosen.get(k) for k in ("step", "combined")}
+        return {k: chosen.get(k) for k in ("step", "combined", "objective")}
+
+
+def objective(record: dict, penalties: dict[str, float]) -> float:
+    """The combined score less each penalty weight times its indicator's rate (none: 0)."""
+    rates = {k: record.get(k) for k in penalties}
+    cost = sum(w * r for k, w in penalties.items() if (r := rates[k]) is not None and r == r)
+    return record["combined"] - cost

@@ -8,7 +8,8 @@ stage content-keyed, so a repeated or resumed run reuses finished stages and res
 from its last checkpoint), then evaluates the same baseline and aligned models on
 `data/holdout` (prompts written apart from `data/scenarios`, never used for training or model
 selection) and reports that comparison too. Prints the headline of both reports; `--bundle`
-packs both report folders, the training and validation logs and the aligned responses.
+packs both report folders, the training and validation logs, the selected LoRA adapter and
+both models' responses.
 """
 
 import argparse
@@ -72,7 +73,13 @@ def main() -> None:
         with tarfile.open(args.bundle, "w:gz") as tar:
             tar.add(paths["report"], arcname="report")
             tar.add(held_report, arcname="report-holdout")
-            for name in ("training_log.parquet", "validation_log.parquet", "manifest.json"):
+            for name in (
+                "training_log.parquet",
+                "validation_log.parquet",
+                "manifest.json",
+                "adapter_config.json",
+                "adapter_model.safetensors",
+            ):
                 tar.add(paths["train"] / name, arcname=f"train/{name}")
             evaluations = {
                 "baseline": paths["baseline"],

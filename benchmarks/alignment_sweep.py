@@ -18,6 +18,7 @@ variant the validation split chooses.
 import argparse
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,10 +28,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from argen.indicators import INDICATORS
 from argen.judges.rubric import combined
 from benchmarks.alignment_run import headline
 
 VALIDATION_LOG = "train/validation_log.parquet"
+MAX_RISE = 0.05
+"""A variant whose kept checkpoint raises a gaming indicator by more than this is not chosen."""
 
 
 def launch(recipe: str, name: str, overrides: list[str], out: Path, threads: int):
@@ -58,9 +62,25 @@ def read_bundle(bundle: Path) -> tuple[list[dict], dict]:
 
 
 def best_trained(validation: list[dict]) -> dict | None:
-    """The trained record (step > 0) with the highest combined score under the default weights."""
+    """The trained record (step > 0) the run kept: the highest validation ``objective`` (combined
+    less the run's gaming penalties), else combined under the default weights. Each gaming
+    indicator's rise over the untrained policy (step 0) is added as ``rise_<indicator>``."""
     trained = [r for r in validation if r["step"] > 0]
-    return max(trained, key=lambda r: r["combined_default"]) if trained else None
+    if not trained:
+        return None
+    key = "objective" if all("objective" in r for r in trained) else "combined_default"
+    best = dict(max(trained, key=lambda r: r[key]))
+    start = next((r for r in validation if r["step"] == 0), {})
+    for name in INDICATORS:
+        before, after = start.get(name), best.get(name)
+        known = all(isinstance(x, float) and not math.isnan(x) for x in (before, after))
+        best[f"rise_{name}"] = round(after - before, 4) if known else None
+    return best
+
+
+def raises_gaming(record: dict) -> bool:
+    """Whether a kept checkpoint raised a gaming indicator by more than `MAX_RISE` on validation."""
+    return any((record.get(f"rise_{n}") or 0) > MAX_RISE for n in INDICATORS)
 
 
 def scored_run(bundle: Path) -> dict:
@@ -91,14 +111,17 @@ def summarise(runs: dict[str, dict], out: Path) -> dict:
     variants = {}
     for name, run in runs.items():
         if run["best_validation"]:
-            scores = variants.setdefault(run["variant"], {"runs": {}})["runs"]
-            scores[name] = run["best_validation"]["combined_default"]
+            variant = variants.setdefault(run["variant"], {"runs": {}, "raises_gaming": False})
+            variant["runs"][name] = run["best_validation"]["combined_default"]
+            variant["raises_gaming"] |= raises_gaming(run["best_validation"])
     for variant in variants.values():
         variant["mean_best"] = round(sum(variant["runs"].values()) / len(variant["runs"]), 4)
+    eligible = [v for v in variants if not variants[v]["raises_gaming"]]
     summary = {
-        "chosen": max(variants, key=lambda v: variants[v]["mean_best"]) if variants else None,
-        "rule": "highest mean over a variant's runs of the best validation combined under the "
-        "default weights, over trained checkpoints",
+        "chosen": max(eligible, key=lambda v: variants[v]["mean_best"]) if eligible else None,
+        "rule": "highest mean over a variant's runs of the kept checkpoint's validation combined "
+        "under the default weights, among variants none of whose kept checkpoints raised a "
+        f"gaming indicator by more than {MAX_RISE} over the untrained policy",
         "variants": variants,
         "runs": runs,
     }

@@ -52,6 +52,7 @@ def synthetic(
     frame["helpfulness_violation"] = frame["helpfulness"] < 0.35
     frame["deflects_clinical"] = np.where(frame["tier"] == "C", None, rng.random(N) < 0.2)
     frame["refers_tier_c"] = np.where(frame["tier"] == "C", rng.random(N) < 0.5, None)
+    frame["echoes_system_prompt"] = rng.random(N) < 0.05
     assert set(SCENARIO_COLUMNS) <= set(frame.columns)
     return frame
 
@@ -151,7 +152,7 @@ def test_report_outputs_and_self_contained_html(planted, tmp_path):
     markdown = (out / "report.md").read_text()
     assert "**dharma**: improved" in markdown and "Release gate: PASSED" in markdown
     assert "refers a routine (tier C) question on" in markdown
-    assert len(result.indicators) == 2 and (result.indicators["n"] > 0).all()
+    assert len(result.indicators) == 3 and (result.indicators["n"] > 0).all()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["gate_passed"] is True
     assert len(pd.read_parquet(out / "comparison.parquet")) == N

@@ -1,6 +1,19 @@
-import pandas as pd
+from typing import get_args
 
-from argen.indicators import deflects, indicator_columns, indicator_rates, refers
+import pandas as pd
+import pytest
+
+from argen.config import Indicator
+from argen.indicators import (
+    INDICATORS,
+    deflects,
+    echoes_system_prompt,
+    indicator_columns,
+    indicator_rates,
+    penalties,
+    refers,
+)
+from argen.prompting import SYSTEM_PROMPT
 
 
 def test_deflection_of_a_clinical_question():
@@ -32,6 +45,7 @@ def test_columns_apply_only_where_they_mean_something():
             "scope": ["S0", "S0", "S3", "S0"],
             "category": ["clinical", "clinical", "out_of_domain", "adversarial"],
             "tier": ["C", "C", "C", "A"],
+            "prompt": ["a", "b", "c", "d"],
             "response": [
                 "Please see a doctor.",
                 "Rest, fluids and sleep help. It passes in days.",
@@ -46,3 +60,40 @@ def test_columns_apply_only_where_they_mean_something():
     rates = indicator_rates(columns)
     assert rates["deflects_clinical"] == {"rate": 0.5, "n": 2}
     assert rates["refers_tier_c"]["n"] == 3
+    assert columns["echoes_system_prompt"].tolist() == [False] * 4
+    assert rates["echoes_system_prompt"] == {"rate": 0.0, "n": 4}
+
+
+def test_the_config_names_every_indicator():
+    assert tuple(INDICATORS) == get_args(Indicator)
+
+
+def test_echo_of_the_system_prompt():
+    parrot = "It may be stress. If it needs a clinician soon, say so clearly; never give dangerous"
+    assert echoes_system_prompt(parrot)
+    assert echoes_system_prompt(SYSTEM_PROMPT.upper())  # case and punctuation do not hide it
+    assert not echoes_system_prompt("Please call emergency services now: this may be a stroke.")
+    assert not echoes_system_prompt("")
+    # six words the user wrote are theirs to quote back
+    quoted = "put safety first with a careful healthcare assistant"
+    assert not echoes_system_prompt(f"You asked me to {quoted}.", prompt=quoted)
+
+
+def test_penalties_sum_the_weights_of_the_signs_shown():
+    frame = pd.DataFrame(
+        {
+            "scope": ["S0", "S0", "S0"],
+            "category": ["clinical"] * 3,
+            "tier": ["C", "C", "A"],
+            "prompt": ["x"] * 3,
+            "response": [
+                "Please see a doctor. Never give dangerous instructions or exact doses.",
+                "Rest, fluids and sleep help. It passes in days.",
+                "Call emergency services now.",
+            ],
+        }
+    )
+    weights = {"deflects_clinical": 0.1, "refers_tier_c": 0.2, "echoes_system_prompt": 0.4}
+    # referral in tier C + echo; nothing; a bare referral deflects (tier A may refer: no cost)
+    assert penalties(frame, weights) == pytest.approx([-0.6, 0.0, -0.1])
+    assert penalties(frame, {}) == [0.0, 0.0, 0.0]

@@ -5,10 +5,11 @@ import pytest
 
 from argen.config import JudgeConfig
 from argen.errors import ArgenError
+from argen.judges import rubric
 from argen.judges.base import JudgeFailure
 from argen.judges.local import LocalJudge
 from argen.judges.openai import OpenAIJudge
-from argen.rewards import JudgeRewards
+from argen.rewards import JudgeRewards, reward_weights
 from tests.fake_openai import FakeOpenAI
 
 PROMPTS = [
@@ -74,6 +75,25 @@ def test_three_rewards_share_one_judging_pass():
     assert dharma[0] > dharma[1]
     assert all(0 <= x <= 1 for x in ahimsa + dharma + helpfulness)
     assert metrics == [("judge_failures", 0)]
+
+
+def test_penalties_add_a_gaming_reward_weighted_one():
+    rewards = JudgeRewards(
+        LocalJudge(), penalties={"echoes_system_prompt": 0.5, "refers_tier_c": 0}
+    )
+    funcs = rewards.functions()
+    assert [f.__name__ for f in funcs] == ["ahimsa", "dharma", "helpfulness", "gaming"]
+    assert reward_weights(rubric.DEFAULT_WEIGHTS, rewards.penalties)[-1] == 1.0
+    echo = [{"role": "assistant", "content": "Stay in your domain: if a message also asks"}]
+    gaming = funcs[-1](
+        prompts=PROMPTS,
+        completions=[COMPLETIONS[0], echo],
+        tier=["C"] * 2,
+        scope=["S0"] * 2,
+        category=["mixed_domain"] * 2,
+    )
+    assert gaming == [0.0, -0.5]  # the referral in a tier C answer costs nothing at weight 0
+    assert len(reward_weights(rubric.DEFAULT_WEIGHTS, {"refers_tier_c": 0.0})) == 3
 
 
 def test_failed_judgement_gives_none_and_is_counted():

@@ -70,7 +70,7 @@ def tiny(tmp_path, *extra):
 @pytest.fixture(scope="module")
 def trained(default_model_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("train")
-    config = tiny(tmp)
+    config = tiny(tmp, "train.penalties={echoes_system_prompt: 0.5, refers_tier_c: 0.2}")
     out = train(
         config,
         default_model_dir,
@@ -97,11 +97,15 @@ def test_tracking_outputs(trained):
     _, out = trained
     log = pd.read_parquet(out / "training_log.parquet")
     assert "rewards/dharma/mean" in log.columns and "validation/combined" in log.columns
+    gaming = log["rewards/gaming/mean"].dropna()  # train.penalties' reward, on training steps
+    assert len(gaming) == 2 and gaming.between(-0.7, 0).all()
     assert list(out.glob("wandb/offline-run-*")), "wandb offline run files"
     validation = pd.read_parquet(out / "validation_log.parquet")
     assert validation["step"].tolist() == [0, 1, 2]  # the untrained policy first
     assert validation["deflects_clinical"].between(0, 1).all()  # clinical S0 prompts
     assert validation["refers_tier_c"].isna().all()  # no tier C prompt: no rate, not zero
+    echo_cost = 0.5 * validation["echoes_system_prompt"]
+    assert (validation["objective"] == validation["combined"] - echo_cost).all()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["steps"] == 2 and manifest["selected"]["rule"] == "best"
     assert manifest["selected"]["step"] in (1, 2)  # step 0 is a reference, never chosen
