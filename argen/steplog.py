@@ -55,10 +55,11 @@ def _print_sample_when_verbose(*args, **kwargs) -> None:
         _PRINT_SAMPLE(*args, **kwargs)
 
 
-def use_step_lines(trainer) -> None:
-    """Give `trainer` the compact console: StepLines replaces transformers' printer (the raw
-    dict per log, with or without a bar), and TRL's sample table waits for -v."""
+def use_step_lines(trainer):
+    """Give `trainer` the compact console and return it: StepLines replaces transformers'
+    printer (the raw dict per log, with or without a bar), and TRL's sample table waits for -v."""
     for printer in (ProgressCallback, PrinterCallback):
         trainer.remove_callback(printer)
     trainer.add_callback(StepLines())
     grpo_trainer.print_prompt_completions_sample = _print_sample_when_verbose
+    return trainer

@@ -26,7 +26,7 @@ from transformers import AutoConfig, AutoTokenizer, TrainerCallback
 from transformers.trainer_callback import ExportableState
 from trl import GRPOConfig, GRPOTrainer
 
-from argen import distributed
+from argen import distributed, steplog
 from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
 from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
@@ -345,7 +345,7 @@ def _fit(
         callbacks=[*guards, validator, *callbacks],
         rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
-    validator.trainer = trainer
+    validator.trainer = steplog.use_step_lines(trainer)  # a line per step, not TRL's dict
     if resume:
         log.info("resuming from %s", resume)
     try:
