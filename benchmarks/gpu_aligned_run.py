@@ -6,9 +6,11 @@ then the chosen variant through Prefect once per training seed, each with its ho
 1. `benchmarks.alignment_sweep` runs SWEEP.yaml's variants side by side (with the `--set`
    overrides common to every run) into DIR/sweep; its summary names the variant chosen by the
    validation split alone (`summary.json`, rule there).
-2. For each seed, `benchmarks.prefect_gpu` presses Run on the pipeline deployment with the
-   recipe, the chosen variant's overrides, the common ones and ``train.seed``: training, merge
-   and both evaluations run on the `gpu` pool. Its evidence goes to DIR/seedS/prefect.
+2. For each seed, at the same time (a small policy leaves room on one card),
+   `benchmarks.prefect_gpu` starts its own Prefect server and workers and presses Run on the
+   pipeline deployment with the recipe, the chosen variant's overrides, the common ones and
+   ``train.seed``: training, merge and both evaluations run on the `gpu` pool. Its evidence
+   goes to DIR/seedS/prefect.
 3. `benchmarks.alignment_run` with the same settings then finds every stage of that run
    complete (content-keyed, nothing is recomputed), evaluates the same two models on
    `data/holdout` and writes DIR/seedS/run.tgz (both reports, logs, adapter, responses).
@@ -22,6 +24,7 @@ import json
 import logging
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -34,6 +37,13 @@ def step(module: str, *args: str) -> None:
     command = [sys.executable, "-m", module, *args]
     log.info("%s", " ".join(command))
     subprocess.run(command, check=True)
+
+
+def in_parallel(jobs: list[tuple]) -> None:
+    """Call each ``(function, *args)`` in its own thread; the first failure is raised."""
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        for future in [pool.submit(*job) for job in jobs]:
+            future.result()
 
 
 def sets(overrides: list[str]) -> list[str]:
@@ -63,6 +73,7 @@ def seeded_run(recipe: str, overrides: list[str], seed: int, out: Path, timeout:
     step(
         "benchmarks.prefect_gpu",
         *("--recipe", recipe, "--out", str(folder / "prefect"), "--home", home),
+        *("--port", str(4200 + seed)),
         *("--timeout", str(timeout)),
         *sets(seeded),
     )
@@ -82,8 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     recipe, overrides = choose(args.sweep, args.out, args.overrides)
-    for seed in args.seeds:
-        seeded_run(recipe, overrides, seed, args.out, args.timeout)
+    in_parallel([(seeded_run, recipe, overrides, s, args.out, args.timeout) for s in args.seeds])
 
 
 if __name__ == "__main__":
