@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -238,3 +239,26 @@ def test_trl_sample_table_only_with_verbose(restore_logging, capsys):
     console.configure(verbose=True, stream=io.StringIO())
     table(*sample)
     assert "Step 1" in capsys.readouterr().out
+
+
+def test_stage_tasks_run_between_stage_lines(restore_logging, tmp_path):
+    """The Prefect pipeline's stages (tasks.stages._run) print the start and end lines, the
+    evaluation named by its label."""
+    from argen.config import load_config
+    from tasks import stages as t
+
+    class Task:
+        def with_options(self, **options):
+            return lambda **parameters: t.ref(parameters["stage"], Path(parameters["out"]))
+
+    config = load_config("default", [])
+    out = io.StringIO()
+    console.configure(stream=out)
+    target = tmp_path / "evaluate" / "k1"
+    t._run(Task(), "evaluate", target, config=config, label="baseline")
+    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines[0] == "evaluate baseline: started"
+    assert re.fullmatch(
+        rf"evaluate baseline: done in \d+\.\d s -> {re.escape(str(target))}", lines[1]
+    )
+    assert len(lines) == 2
