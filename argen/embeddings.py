@@ -2,6 +2,7 @@
 
 import functools
 import logging
+import os
 
 import numpy as np
 
@@ -22,7 +23,10 @@ def encoder():
     import torch
     from sentence_transformers import SentenceTransformer
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"  # the judge runs beside GRPO
+    # the judge runs beside GRPO, on this training rank's GPU, named: rewards are judged in
+    # worker threads, where a bare "cuda" is GPU 0 whatever device the rank's main thread set
+    rank_gpu = os.environ.get("LOCAL_RANK", "0")
+    device = f"cuda:{rank_gpu}" if torch.cuda.is_available() else "cpu"
     return SentenceTransformer(str(get_model_path()), device=device, local_files_only=True)
 
 

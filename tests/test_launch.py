@@ -165,12 +165,17 @@ def test_two_cpu_ranks_write_one_output_and_resume_after_the_launcher_is_killed(
 
 def test_one_process_trains_on_one_gpu_even_where_several_are_visible(tmp_path):
     """Outside a distributed launch transformers would wrap the model in DataParallel over every
-    visible GPU; TRL's GRPO cannot run that way, so the arguments ask for one device."""
+    visible GPU, and TRL would load it with device_map="auto", which spreads its layers over
+    them all; TRL's GRPO runs neither, so the arguments ask for one device and no device map."""
     from trl import GRPOConfig
 
     from argen.distributed import one_gpu_per_process
 
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    args = GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, report_to=[], model_init_kwargs={"dtype": "auto"}
+    )
     assert args.n_gpu == 0
+    assert one_gpu_per_process(args).model_init_kwargs == {"dtype": "auto"}  # one GPU: as it was
     args._n_gpu = 2  # what a two-GPU host reports to a single process
     assert one_gpu_per_process(args).n_gpu == 1
+    assert args.model_init_kwargs == {"dtype": "auto", "device_map": None}
