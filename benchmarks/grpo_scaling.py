@@ -1,7 +1,7 @@
 """GRPO on one and on two GPUs of one host: step time, completion tokens/s, reward trend.
 
-    PYTHONPATH=. python3 -m benchmarks.grpo_scaling --model DIR [--recipe gpu-qwen0.5b]
-        [--steps 20] [--runs 1xB,2xB,2x2B] [--json out.json] [--set KEY=VALUE ...]
+    PYTHONPATH=. python3 -m benchmarks.grpo_scaling --model NAME_OR_DIR [--recipe gpu-qwen0.5b]
+        [--steps 10] [--runs 1xB,2xB,2x2B] [--json out.json] [--set KEY=VALUE ...]
 
 Every run is the real training stage (`argen.train.train`; with ``train.num_processes`` 2 it
 starts two ranks with accelerate) on the recipe's curated train split, rewarded by the recipe's
@@ -10,20 +10,29 @@ global batch (``train.prompts_per_step`` x ``train.num_generations`` completions
 ``Nx2B`` with twice as many prompts a step. Validation and checkpoints are kept out of the way
 (one small validation pass before and after, one checkpoint at the end).
 
+Each run has a fresh Python process of its own: a one-process run sees only the first GPU
+(``CUDA_VISIBLE_DEVICES``), a run of N processes sees all of them, and no run inherits another's
+CUDA memory, engines or compiled kernels. A run that fails (a diverged step, a rank's error) is
+recorded with its error and the ranks' gradient reports (`argen.distributed.RankGradientCheck`:
+which rank's own gradients turned non-finite, in which parameters), and the next run goes on;
+the JSON is rewritten after every run, so a call cut short keeps the runs that finished.
+
 From each run's training log: TRL's ``step_time`` (rank 0: rollouts, judging, forward and
 backward) and the completions' mean length (over all ranks), hence completion tokens per step
 and per second; steps 1 and 2 (CUDA graph capture, allocator warm-up) are left out of the means.
-The reward per step, with the slope of a straight line through it, lets the runs' learning be
-compared. Prints a table with each run's step time and throughput against ``1xB`` and writes
-every figure to ``--json``.
+The reward, loss and gradient norm per step (with a straight line fitted to the reward) let the
+runs' learning be compared. Prints a table against ``1xB`` and writes every figure to ``--json``.
 """
 
 import argparse
+import collections
 import json
 import logging
 import os
 import platform
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -38,14 +47,20 @@ from argen.train import train
 
 log = logging.getLogger("grpo_scaling")
 WARM_UP_STEPS = 2
+RANK_REPORT = re.compile(r"rank \d+ ERROR argen\.distributed: .*")
 
 
-def run_overrides(name: str, base_prompts: int, steps: int, root: Path) -> list[str]:
-    """The overrides of one run, ``<processes>x<batch>`` (batch ``B`` or ``2B``)."""
+def run_shape(name: str) -> tuple[int, int]:
+    """``<processes>x<batch>`` (batch ``B`` or ``2B``) as (processes, batch multiple)."""
     match = re.fullmatch(r"(\d+)x(\d*)B", name)
     if not match:
         raise SystemExit(f"run {name!r} is not like 2xB or 2x2B")
-    processes, times = int(match.group(1)), int(match.group(2) or 1)
+    return int(match.group(1)), int(match.group(2) or 1)
+
+
+def run_overrides(name: str, base_prompts: int, steps: int, root: Path) -> list[str]:
+    """The overrides of one run."""
+    processes, times = run_shape(name)
     return [
         f"storage.root={root}",
         f"train.num_processes={processes}",
@@ -59,6 +74,13 @@ def run_overrides(name: str, base_prompts: int, steps: int, root: Path) -> list[
     ]
 
 
+def _per_step(steps: pd.DataFrame, column: str) -> list[float | None]:
+    """One value a step (None where the step logged none)."""
+    if column not in steps:
+        return [None] * len(steps)
+    return [None if pd.isna(v) else float(f"{v:.6g}") for v in steps[column]]
+
+
 def summarize(out: Path, completions: int, wall: float) -> dict:
     """One run's figures from its training log and manifest."""
     frame = pd.read_parquet(out / "training_log.parquet")
@@ -70,6 +92,7 @@ def summarize(out: Path, completions: int, wall: float) -> dict:
     slope, intercept = np.polyfit(at, rewards, 1)
     spread = np.sqrt(((rewards - slope * at - intercept) ** 2).sum() / max(len(at) - 2, 1))
     slope_error = spread / np.sqrt(((at - at.mean()) ** 2).sum())
+    norms = [v for v in _per_step(steps, "grad_norm") if v is not None]
     validation = pd.read_parquet(out / "validation_log.parquet")
     manifest = json.loads((out / "manifest.json").read_text())
     return {
@@ -82,6 +105,9 @@ def summarize(out: Path, completions: int, wall: float) -> dict:
         "rollouts": manifest["rollouts"],
         "judged": manifest["judge"],
         "reward_by_step": [round(float(r), 4) for r in rewards],
+        "loss_by_step": _per_step(steps, "loss"),
+        "grad_norm_by_step": _per_step(steps, "grad_norm"),
+        "grad_norms_finite": bool(norms) and all(np.isfinite(norms)),
         "reward_first5": float(rewards[:5].mean()),
         "reward_last5": float(rewards[-5:].mean()),
         "reward_slope_per_step": float(slope),
@@ -95,13 +121,16 @@ def summarize(out: Path, completions: int, wall: float) -> dict:
 
 def table(runs: dict) -> str:
     """Step time and throughput of every run against the one-GPU run at the recipe's batch."""
-    base = runs.get("1xB")
+    base = runs.get("1xB") if "error" not in runs.get("1xB", {"error": 1}) else None
     lines = [
         "| run | completions/step | step | completion tok/s | step vs 1xB | tok/s vs 1xB |"
-        " reward first 5 -> last 5 | slope/step (se) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        " reward first 5 -> last 5 | slope/step (se) | grad norms finite |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for name, r in runs.items():
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error'][:120]} |")
+            continue
         step = f"{r['step_s'] / base['step_s']:.2f}x" if base else "-"
         ratio = r["completion_tokens_per_s"] / base["completion_tokens_per_s"] if base else None
         speed = f"{ratio:.2f}x" if ratio else "-"
@@ -109,36 +138,98 @@ def table(runs: dict) -> str:
             f"| {name} | {r['completions_per_step']} | {r['step_s']:.2f} s "
             f"| {r['completion_tokens_per_s']:,.0f} | {step} | {speed} "
             f"| {r['reward_first5']:.3f} -> {r['reward_last5']:.3f} "
-            f"| {r['reward_slope_per_step']:+.4f} ({r['reward_slope_stderr']:.4f}) |"
+            f"| {r['reward_slope_per_step']:+.4f} ({r['reward_slope_stderr']:.4f}) "
+            f"| {'yes' if r['grad_norms_finite'] else 'NO'} |"
         )
     return "\n".join(lines)
 
 
+def run_one(args) -> None:
+    """In a run's own process: train, then write its figures (or its error) to ``--result``."""
+    base = load_config(args.recipe, args.overrides)
+    overrides = run_overrides(args.one, base.train.prompts_per_step, args.steps, args.work)
+    config = load_config(args.recipe, [*args.overrides, *overrides])
+    out = args.work / f"run-{args.one}-{int(time.time())}"
+    start = time.perf_counter()
+    try:
+        train(
+            config,
+            Path(args.model),
+            args.curated / "train.parquet",
+            args.curated / "validation.parquet",
+            out,
+        )
+        completions = config.train.prompts_per_step * config.train.num_generations
+        result = summarize(out, completions, time.perf_counter() - start)
+    except Exception as exc:  # recorded; the next run still goes on
+        log.exception("%s failed", args.one)
+        result = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+    args.result.write_text(json.dumps(result, indent=2, default=str))
+
+
+def child_env(processes: int) -> dict[str, str]:
+    """The run's environment: one GPU for a one-process run (the first visible), all for more."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off
+    if processes == 1 and torch.cuda.is_available():
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        env["CUDA_VISIBLE_DEVICES"] = visible.split(",")[0] if visible else "0"
+    return env
+
+
+def spawn(name: str, args, model_dir: Path, curated: Path) -> dict:
+    """Run `name` in a process of its own, echoing its output; its figures, or its error with
+    the ranks' gradient reports and its last output lines."""
+    result = args.work / f"result-{name}.json"
+    result.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "benchmarks.grpo_scaling", "--one", name]
+    command += ["--model", str(model_dir), "--recipe", args.recipe, "--steps", str(args.steps)]
+    command += ["--work", str(args.work), "--curated", str(curated), "--result", str(result)]
+    command += [arg for item in args.overrides for arg in ("--set", item)]
+    tail, reports = collections.deque(maxlen=30), []
+    process = subprocess.Popen(
+        command,
+        env=child_env(run_shape(name)[0]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+    for line in process.stdout:
+        sys.stdout.write(line)
+        tail.append(line.rstrip())
+        reports += RANK_REPORT.findall(line)
+    code = process.wait()
+    figures = json.loads(result.read_text()) if result.is_file() else {}
+    if "error" in figures or not figures:
+        figures = {"error": figures.get("error", f"exit status {code}")}
+        figures.update(rank_reports=reports, last_output=list(tail))
+    return figures
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", required=True, help="policy model directory")
+    parser.add_argument("--model", required=True, help="packaged model name or model directory")
     parser.add_argument("--recipe", default="gpu-qwen0.5b")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", default="1xB,2xB,2x2B")
     parser.add_argument("--work", type=Path, default=Path("/tmp/grpo_scaling"))
     parser.add_argument("--json", type=Path, default=Path("grpo_scaling.json"))
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a run's own process
+    parser.add_argument("--curated", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        return run_one(args)
+    names = args.runs.split(",")
+    for name in names:
+        run_shape(name)
     model_dir = resolve_model(args.model)
-    base = load_config(args.recipe, args.overrides)
-    curated = run_curate(load_config(args.recipe, [*args.overrides, f"storage.root={args.work}"]))
-    runs = {}
-    for name in args.runs.split(","):
-        overrides = run_overrides(name, base.train.prompts_per_step, args.steps, args.work)
-        config = load_config(args.recipe, [*args.overrides, *overrides])
-        out = args.work / f"run-{name}-{int(time.time())}"
-        start = time.perf_counter()
-        train(config, model_dir, curated / "train.parquet", curated / "validation.parquet", out)
-        completions = config.train.prompts_per_step * config.train.num_generations
-        runs[name] = summarize(out, completions, time.perf_counter() - start)
-        log.info("%s: %s", name, json.dumps(runs[name]))
+    args.work.mkdir(parents=True, exist_ok=True)
+    config = load_config(args.recipe, [*args.overrides, f"storage.root={args.work}"])
+    curated = run_curate(config)
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor(),
@@ -148,11 +239,14 @@ def main() -> None:
         "model": str(model_dir),
         "steps": args.steps,
         "overrides": args.overrides,
-        "runs": runs,
+        "runs": {},
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(table(runs))
+    for name in names:
+        result["runs"][name] = spawn(name, args, model_dir, curated)
+        log.info("%s: %s", name, json.dumps(result["runs"][name]))
+        args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(table(result["runs"]))
     print(f"figures in {args.json}")
 
 
