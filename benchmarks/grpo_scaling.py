@@ -12,10 +12,11 @@ global batch (``train.prompts_per_step`` x ``train.num_generations`` completions
 
 Each run has a fresh Python process of its own: a one-process run sees only the first GPU
 (``CUDA_VISIBLE_DEVICES``), a run of N processes sees all of them, and no run inherits another's
-CUDA memory, engines or compiled kernels. A run that fails (a diverged step, a rank's error) is
-recorded with its error and the ranks' gradient reports (`argen.distributed.RankGradientCheck`:
-which rank's own gradients turned non-finite, in which parameters), and the next run goes on;
-the JSON is rewritten after every run, so a call cut short keeps the runs that finished.
+CUDA memory, engines or compiled kernels. A run that fails (a diverged step, a rank's error,
+more than ``--run-timeout`` seconds) is recorded with its error and the ranks' gradient reports
+(`argen.distributed.RankGradientCheck`: which rank's own gradients turned non-finite, in which
+parameters), and the next run goes on; the JSON is rewritten after every run, so a call cut
+short keeps the runs that finished.
 
 From each run's training log: TRL's ``step_time`` (rank 0: rollouts, judging, forward and
 backward) and the completions' mean length (over all ranks), hence completion tokens per step
@@ -33,6 +34,7 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -195,14 +197,18 @@ def spawn(name: str, args, model_dir: Path, curated: Path) -> dict:
         text=True,
         errors="replace",
     )
+    timer = threading.Timer(args.run_timeout, process.kill)  # its ranks follow it (argen.launch)
+    timer.start()
     for line in process.stdout:
         sys.stdout.write(line)
         tail.append(line.rstrip())
         reports += RANK_REPORT.findall(line)
     code = process.wait()
+    timer.cancel()
     figures = json.loads(result.read_text()) if result.is_file() else {}
     if "error" in figures or not figures:
-        figures = {"error": figures.get("error", f"exit status {code}")}
+        ended = f"killed after {args.run_timeout} s" if code == -9 else f"exit status {code}"
+        figures = {"error": figures.get("error", ended)}
         figures.update(rank_reports=reports, last_output=list(tail))
     return figures
 
@@ -217,6 +223,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/grpo_scaling"))
     parser.add_argument("--json", type=Path, default=Path("grpo_scaling.json"))
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--run-timeout", type=int, default=300, help="seconds a run may take")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a run's own process
     parser.add_argument("--curated", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
