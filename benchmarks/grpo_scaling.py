@@ -1,14 +1,18 @@
 """GRPO on one and on two GPUs of one host: step time, completion tokens/s, reward trend.
 
     PYTHONPATH=. python3 -m benchmarks.grpo_scaling --model NAME_OR_DIR [--recipe gpu-qwen0.5b]
-        [--steps 10] [--runs 1xB,2xB,2x2B] [--json out.json] [--set KEY=VALUE ...]
+        [--steps 10] [--runs 1xB,2xB,2x2B,1xB/2] [--json out.json] [--set KEY=VALUE ...]
 
 Every run is the real training stage (`argen.train.train`; with ``train.num_processes`` 2 it
 starts two ranks with accelerate) on the recipe's curated train split, rewarded by the recipe's
 judge (the local judge), from the same seed. A run ``NxB`` trains on N GPUs with the recipe's
 global batch (``train.prompts_per_step`` x ``train.num_generations`` completions a step),
-``Nx2B`` with twice as many prompts a step. Validation and checkpoints are kept out of the way
-(one small validation pass before and after, one checkpoint at the end).
+``Nx2B`` with twice as many prompts a step, ``1xB/2`` with half as many: the sampler's order of
+prompts depends only on the seed, so ``1xB/2`` trains at its steps 2k+1 and 2k+2 on exactly the
+prompts rank 0 and rank 1 of ``2xB`` get at step k+1, on one GPU and without any exchange
+between ranks (a control for a failure of ``2xB``: the batch, or the two processes).
+Validation and checkpoints are kept out of the way (one small validation pass before and after,
+one checkpoint at the end).
 
 Each run has a fresh Python process of its own: a one-process run sees only the first GPU
 (``CUDA_VISIBLE_DEVICES``), a run of N processes sees all of them, and no run inherits another's
@@ -52,12 +56,12 @@ WARM_UP_STEPS = 2
 RANK_REPORT = re.compile(r"rank \d+ ERROR argen\.distributed: .*")
 
 
-def run_shape(name: str) -> tuple[int, int]:
-    """``<processes>x<batch>`` (batch ``B`` or ``2B``) as (processes, batch multiple)."""
-    match = re.fullmatch(r"(\d+)x(\d*)B", name)
+def run_shape(name: str) -> tuple[int, float]:
+    """``<processes>x<batch>`` (batch ``B``, ``2B`` or ``B/2``) as (processes, batch multiple)."""
+    match = re.fullmatch(r"(\d+)x(\d*)B(?:/(\d+))?", name)
     if not match:
-        raise SystemExit(f"run {name!r} is not like 2xB or 2x2B")
-    return int(match.group(1)), int(match.group(2) or 1)
+        raise SystemExit(f"run {name!r} is not like 2xB, 2x2B or 1xB/2")
+    return int(match.group(1)), int(match.group(2) or 1) / int(match.group(3) or 1)
 
 
 def run_overrides(name: str, base_prompts: int, steps: int, root: Path) -> list[str]:
@@ -66,7 +70,7 @@ def run_overrides(name: str, base_prompts: int, steps: int, root: Path) -> list[
     return [
         f"storage.root={root}",
         f"train.num_processes={processes}",
-        f"train.prompts_per_step={base_prompts * times}",
+        f"train.prompts_per_step={round(base_prompts * times)}",
         f"train.max_steps={steps}",
         f"train.save_steps={steps}",
         f"train.validation_steps={10 * steps}",
@@ -151,7 +155,7 @@ def run_one(args) -> None:
     base = load_config(args.recipe, args.overrides)
     overrides = run_overrides(args.one, base.train.prompts_per_step, args.steps, args.work)
     config = load_config(args.recipe, [*args.overrides, *overrides])
-    out = args.work / f"run-{args.one}-{int(time.time())}"
+    out = args.work / f"run-{args.one.replace('/', '_')}-{int(time.time())}"
     start = time.perf_counter()
     try:
         train(
@@ -182,7 +186,7 @@ def child_env(processes: int) -> dict[str, str]:
 def spawn(name: str, args, model_dir: Path, curated: Path) -> dict:
     """Run `name` in a process of its own, echoing its output; its figures, or its error with
     the ranks' gradient reports and its last output lines."""
-    result = args.work / f"result-{name}.json"
+    result = args.work / f"result-{name.replace('/', '_')}.json"
     result.unlink(missing_ok=True)
     command = [sys.executable, "-m", "benchmarks.grpo_scaling", "--one", name]
     command += ["--model", str(model_dir), "--recipe", args.recipe, "--steps", str(args.steps)]
