@@ -152,6 +152,7 @@ def table(runs: dict) -> str:
 
 def run_one(args) -> None:
     """In a run's own process: train, then write its figures (or its error) to ``--result``."""
+    logging.getLogger("argen.launch").setLevel(logging.DEBUG)  # the ranks' warnings too
     base = load_config(args.recipe, args.overrides)
     overrides = run_overrides(args.one, base.train.prompts_per_step, args.steps, args.work)
     config = load_config(args.recipe, [*args.overrides, *overrides])
