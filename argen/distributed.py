@@ -119,6 +119,7 @@ class RankGradientCheck(TrainerCallback):
         self.own_bad: torch.Tensor | None = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        """Hook every trainable parameter (the LoRA weights) once, before the first step."""
         trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.names = [n for n, _ in trainable]
         self.params = [p for _, p in trainable]
@@ -131,6 +132,7 @@ class RankGradientCheck(TrainerCallback):
         self.own_bad[index] |= ~torch.isfinite(grad).all()
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        """After the average (and before the optimizer uses it): report a non-finite step."""
         if self.own_bad is None:
             return
         grads = [p.grad for p in self.params if p.grad is not None]

@@ -14,6 +14,7 @@ def rollouts(tokenizer):
     """A TRL `rollout_func` (the fast engine's signature) with prompt-determined completions."""
 
     def rollout(prompts: list, trainer) -> dict:
+        """Token ids of each prompt (chat template) and of its fixed completion."""
         groups = trainer.num_generations
         eos = min(trainer.eos_token_ids)
         longest = trainer.args.max_completion_length

@@ -24,6 +24,7 @@ SITECUSTOMIZE = "import tests.deterministic_rollouts as d\nd.install()\n"
 
 
 def first_step(out) -> dict:
+    """Step 1's training log entry (the one with the gradient norm) of the output `out`."""
     frame = pd.read_parquet(out / "training_log.parquet")
     row = frame[(frame["step"] == 1) & frame["grad_norm"].notna()].iloc[0]
     return {key: float(row[key]) for key in ("loss", "grad_norm", "reward", "num_tokens")}
