@@ -2,6 +2,7 @@
 then the chosen variant through Prefect once per training seed, each with its holdout report.
 
     python -m benchmarks.gpu_aligned_run SWEEP.yaml --out DIR [--seeds 1 2] [--set KEY=VALUE ...]
+        [--variant NAME]     # the sweep's choice from an earlier run: skip step 1
 
 1. `benchmarks.alignment_sweep` runs SWEEP.yaml's variants side by side (with the `--set`
    overrides common to every run) into DIR/sweep; its summary names the variant chosen by the
@@ -50,17 +51,24 @@ def sets(overrides: list[str]) -> list[str]:
     return [arg for item in overrides for arg in ("--set", item)]
 
 
-def choose(sweep: Path, out: Path, common: list[str]) -> tuple[str, list[str]]:
-    """Run the sweep; the recipe and the overrides of the variant the validation split chose."""
+def choose(sweep: Path, out: Path, common: list[str], variant: str | None) -> tuple[str, list[str]]:
+    """Run the sweep (unless `variant` names its earlier choice); the recipe and the overrides
+    of the variant the validation split chose."""
     spec = yaml.safe_load(sweep.read_text())
-    step("benchmarks.alignment_sweep", str(sweep), "--out", str(out / "sweep"), *sets(common))
-    summary = json.loads((out / "sweep" / "summary.json").read_text())
-    chosen = summary["chosen"]
-    if chosen is None:
-        raise SystemExit(f"no variant of {sweep} qualified: {summary['rule']}")
+    if variant is None:
+        step("benchmarks.alignment_sweep", str(sweep), "--out", str(out / "sweep"), *sets(common))
+        summary = json.loads((out / "sweep" / "summary.json").read_text())
+        rule = summary["rule"]
+        chosen = summary["chosen"]
+        if chosen is None:
+            raise SystemExit(f"no variant of {sweep} qualified: {rule}")
+    elif variant not in spec["variants"]:
+        raise SystemExit(f"{sweep} has no variant {variant!r}")
+    else:
+        chosen, rule = variant, "named with --variant (an earlier sweep's choice)"
     overrides = [*spec["variants"][chosen], *common]
     record = {"variant": chosen, "recipe": spec["recipe"], "overrides": overrides}
-    (out / "chosen.json").write_text(json.dumps(record | {"rule": summary["rule"]}, indent=1))
+    (out / "chosen.json").write_text(json.dumps(record | {"rule": rule}, indent=1))
     log.info("validation chose %s: %s", chosen, overrides)
     return spec["recipe"], overrides
 
@@ -90,9 +98,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--timeout", type=int, default=3000, help="per pipeline run, seconds")
+    parser.add_argument("--variant", help="skip the sweep: the variant an earlier one chose")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    recipe, overrides = choose(args.sweep, args.out, args.overrides)
+    recipe, overrides = choose(args.sweep, args.out, args.overrides, args.variant)
     in_parallel([(seeded_run, recipe, overrides, s, args.out, args.timeout) for s in args.seeds])
 
 
