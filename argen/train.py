@@ -9,7 +9,6 @@ the newest complete one, and only a finished run is moved to ``<out>``.
 
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -31,6 +30,7 @@ from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_wor
 from argen.config import Config, TrainConfig
 from argen.curate import write_parquet
 from argen.distributed import RankTotals, RankValidation, is_main, process_count, world_size
+from argen.divergence import NonFiniteGuard
 from argen.errors import ArgenError, JudgeOutage
 from argen.evaluate import read_scenarios
 from argen.generation import wants_engine
@@ -204,19 +204,6 @@ def spent_work_dir(work: Path) -> bool:
     return (out / "manifest.json").is_file() or last_complete_checkpoint(work) is None
 
 
-class DivergenceGuard(TrainerCallback):
-    """Stops training at the first step whose gradient norm is not finite: the optimizer has
-    just written NaNs into the adapter, and every later step would train garbage."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        norm = (logs or {}).get("grad_norm")
-        if norm is not None and not math.isfinite(norm):
-            raise ArgenError(
-                f"training diverged at step {state.global_step} (gradient norm {norm}); "
-                "lower train.learning_rate. Checkpoints before it are kept for inspection."
-            )
-
-
 def finish_tracking(train: TrainConfig) -> None:
     """Close this training's wandb run: its files are complete, and the next training in the
     same process (a Prefect worker runs many) starts a run of its own. With tracking disabled
@@ -327,7 +314,7 @@ def _fit(
     resume = last_complete_checkpoint(work)
     totals = RankTotals(rewards)  # every rank's judgements, not only this one's
     counts = JudgeCounts(totals, judge_counts(resume))
-    guards = [JudgeHealthCallback(rewards), totals, counts, DivergenceGuard()]
+    guards = [JudgeHealthCallback(rewards), totals, counts, NonFiniteGuard()]
     lora = config.train.lora
     trainer = GRPOTrainer(
         model=str(model_dir),

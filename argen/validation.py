@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from transformers import TrainerCallback
+from transformers import Trainer, TrainerCallback
 
 from argen.config import Config
 from argen.evaluate import judge_frame
@@ -101,7 +101,12 @@ class ValidationCallback(TrainerCallback):
         self.history_file.write_text(json.dumps(self.history, indent=2))
         log.info("validation at step %d: combined %.4f", step, record["combined"])
         if self.trainer is not None:
-            self.trainer.log({f"validation/{k}": v for k, v in record.items() if k != "step"})
+            # transformers' own log: TRL's would take this step's training metrics into the
+            # validation record, and the step's own log (loss, gradient norm) must still happen
+            should_log = self.trainer.control.should_log
+            logs = {f"validation/{k}": v for k, v in record.items() if k != "step"}
+            Trainer.log(self.trainer, logs)
+            self.trainer.control.should_log = should_log
         if self._is_best(record):
             self.best = record
             model.save_pretrained(self.best_dir)
