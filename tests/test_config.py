@@ -68,8 +68,9 @@ def test_a_recipe_extends_another_and_states_only_what_it_changes(tmp_path):
     gpu = load_config("gpu")
     qwen = load_config("gpu-qwen0.5b")
     assert qwen.model.base == "qwen2.5-coder-0.5b-instruct"
-    assert qwen.train.learning_rate == 2.0e-5
-    assert qwen.train.max_steps == gpu.train.max_steps
+    assert qwen.train.learning_rate == 3.0e-5
+    assert qwen.train.penalties["refers_tier_c"] == 0.5 and not gpu.train.penalties
+    assert qwen.train.beta == gpu.train.beta
     assert qwen.judge.weights == gpu.judge.weights
     assert qwen.train.lora == gpu.train.lora
     child = tmp_path / "child.yaml"
