@@ -41,7 +41,9 @@ def emit_samples() -> None:
     logging.getLogger("argen.curate").info("curated 40 scenarios")
     logging.getLogger("argen.evaluate").info("generated 8/12", extra=console.UI_ONLY)
     logging.getLogger("argen.train").debug("step 1 metrics")
-    logging.getLogger("transformers.trainer").warning("a real warning")
+    # a library's warning (not transformers': it stops propagation once imported, and keeps its
+    # own stderr handler, so its warnings show either way)
+    logging.getLogger("datasets_like.builder").warning("a real warning")
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.warn("`gradient_checkpointing` is deprecated", FutureWarning, stacklevel=1)
