@@ -5,7 +5,6 @@ A rank started by `argen.launch` knows its place from the variables torchrun set
 process it is, so training in one process runs exactly as it did before.
 """
 
-import functools
 import logging
 import os
 
@@ -103,60 +102,6 @@ class RankTotals(TrainerCallback):
     @property
     def failures(self) -> int:
         return self.summed[1] if world_size() > 1 else self.rewards.failures
-
-
-class RankGradientCheck(TrainerCallback):
-    """Where a non-finite gradient comes from when several ranks train. The gradient norm the
-    trainer logs is taken after the ranks' gradients are averaged, so its NaN alone does not say
-    which rank, or whether the averaging, made it. Hooks on the trainable parameters note any
-    non-finite gradient this rank computes itself (before the average); at a step whose averaged
-    gradients are not finite, each rank logs an error saying whether its own were (naming the
-    first parameters), or were finite. One check a step, on the device."""
-
-    def __init__(self):
-        self.names: list[str] = []
-        self.params: list[torch.Tensor] = []
-        self.own_bad: torch.Tensor | None = None
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        """Hook every trainable parameter (the LoRA weights) once, before the first step."""
-        trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        self.names = [n for n, _ in trainable]
-        self.params = [p for _, p in trainable]
-        self.own_bad = torch.zeros(len(trainable), dtype=torch.bool, device=self.params[0].device)
-        for index, param in enumerate(self.params):
-            param.register_hook(functools.partial(self._note, index))
-
-    def _note(self, index: int, grad: torch.Tensor) -> None:
-        """This rank's own gradient of parameter `index`, before the ranks average it."""
-        self.own_bad[index] |= ~torch.isfinite(grad).all()
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        """After the average (and before the optimizer uses it): report a non-finite step."""
-        if self.own_bad is None:
-            return
-        grads = [p.grad for p in self.params if p.grad is not None]
-        averaged_ok = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
-        own = [n for n, bad in zip(self.names, self.own_bad.tolist(), strict=True) if bad]
-        self.own_bad.zero_()
-        if averaged_ok:
-            return
-        step = state.global_step + 1
-        if own:
-            log.error(
-                "this rank's own gradients at step %d are not finite in %d of %d parameters "
-                "(first: %s)",
-                step,
-                len(own),
-                len(self.names),
-                ", ".join(own[:3]),
-            )
-        else:
-            log.error(
-                "this rank's own gradients at step %d are finite; their average over the ranks "
-                "is not",
-                step,
-            )
 
 
 class RankValidation(ValidationCallback):

@@ -13,6 +13,7 @@ The report tests that none of them rises; training may subtract a penalty for ea
 """
 
 import re
+from collections.abc import Mapping
 from functools import cache
 
 import pandas as pd
@@ -92,6 +93,11 @@ def indicator_rates(frame: pd.DataFrame) -> dict:
             "n": int(len(values)),
         }
     return result
+
+
+def active_penalties(weights: Mapping[str, float]) -> dict[str, float]:
+    """The penalties that cost something (a weight of 0 is no penalty, and no reward function)."""
+    return {name: weight for name, weight in weights.items() if weight > 0}
 
 
 def penalties(frame: pd.DataFrame, weights: dict[str, float]) -> list[float]:

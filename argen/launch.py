@@ -30,7 +30,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState
 import argen
 from argen.atomic import _start_time
 from argen.config import Config
-from argen.distributed import RankGradientCheck, is_main, rank, use_rank_device
+from argen.distributed import is_main, rank, use_rank_device
 from argen.errors import ArgenError, JudgeOutage
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     try:
         config = Config.model_validate(spec["config"])
-        callbacks = [RankGradientCheck(), *([ProgressFile(work)] if is_main() else [])]
+        callbacks = [ProgressFile(work)] if is_main() else []
         fit_and_write(
             config, Path(spec["model"]), [Path(p) for p in spec["splits"]], out_dir, callbacks
         )

@@ -8,17 +8,13 @@ import math
 import re
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+from markdown_it import MarkdownIt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from markdown_it import MarkdownIt  # noqa: E402
-from scipy import stats  # noqa: E402
-
-from argen.atomic import atomic_dir  # noqa: E402
-from argen.compare import SCORES, Comparison  # noqa: E402
-from argen.curate import write_parquet  # noqa: E402
+from argen.atomic import atomic_dir
+from argen.compare import Comparison
+from argen.curate import write_parquet
+from argen.plots import plot_category_deltas, plot_distributions, plot_means, plot_training
 
 log = logging.getLogger(__name__)
 
@@ -35,101 +31,6 @@ def fmt_p(p: float) -> str:
     if p is None or math.isnan(p):
         return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-# ---------------------------------------------------------------- plots
-
-
-def plot_means(comparison: Comparison, path: Path) -> None:
-    """Both models' mean per dimension with 95% t-intervals."""
-    ok = comparison.paired[comparison.paired["both_ok"]]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for offset, model, color in ((-0.2, "base", "#888888"), (0.2, "aligned", "#2a7ab9")):
-        means, errors = [], []
-        for dim in SCORES:
-            values = ok[f"{dim}_{model}"].astype(float)
-            means.append(values.mean())
-            half = (
-                stats.sem(values) * stats.t.ppf(0.975, len(values) - 1) if len(values) > 1 else 0.0
-            )
-            errors.append(half)
-        ax.bar(
-            [i + offset for i in range(len(SCORES))],
-            means,
-            width=0.4,
-            yerr=errors,
-            color=color,
-            capsize=3,
-            label="baseline" if model == "base" else "aligned",
-        )
-    ax.set_xticks(range(len(SCORES)), SCORES)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("mean score")
-    ax.legend(loc="lower right")
-    ax.set_title("Mean scores with 95% intervals")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_distributions(comparison: Comparison, path: Path) -> None:
-    ok = comparison.paired[comparison.paired["both_ok"]]
-    fig, axes = plt.subplots(1, len(SCORES), figsize=(12, 3), sharey=True)
-    bins = [i / 20 for i in range(21)]
-    for ax, dim in zip(axes, SCORES, strict=True):
-        ax.hist(ok[f"{dim}_base"], bins=bins, alpha=0.6, color="#888888", label="baseline")
-        ax.hist(ok[f"{dim}_aligned"], bins=bins, alpha=0.6, color="#2a7ab9", label="aligned")
-        ax.set_title(dim)
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_category_deltas(comparison: Comparison, path: Path) -> None:
-    table = comparison.breakdowns["category"]
-    table = table[table["dimension"] == "combined"]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    y = range(len(table))
-    low = (table["difference"] - table["ci_low"]).fillna(0).clip(lower=0)
-    high = (table["ci_high"] - table["difference"]).fillna(0).clip(lower=0)
-    ax.errorbar(table["difference"], list(y), xerr=[low, high], fmt="o", capsize=3)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_yticks(
-        list(y), [f"{c} (n={n})" for c, n in zip(table["category"], table["n"], strict=True)]
-    )
-    ax.set_xlabel("combined score: aligned - baseline (95% CI)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_training(training_log: pd.DataFrame, path: Path) -> bool:
-    """Reward curves per dimension and validation score, when the log has them."""
-    curves = [
-        c
-        for c in training_log.columns
-        if re.fullmatch(r"rewards/\w+/mean|reward|validation/combined|kl", c)
-    ]
-    if not curves or "step" not in training_log:
-        return False
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for column in curves:
-        series = training_log[["step", column]].dropna()
-        if not series.empty:
-            ax.plot(
-                series["step"],
-                series[column],
-                marker="." if len(series) < 30 else None,
-                label=column,
-            )
-    ax.set_xlabel("optimizer step")
-    ax.legend(fontsize=7)
-    ax.set_title("Training curves")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
 
 
 # ---------------------------------------------------------------- markdown
@@ -268,6 +169,7 @@ def change_lines(paired: pd.DataFrame, largest: bool) -> list[str]:
 
 
 def markdown_report(comparison: Comparison, title: str, plots: dict[str, str]) -> str:
+    """The report as markdown: verdict and gate first, then the evidence section by section."""
     lines = [f"# {title}", ""]
     if comparison.mismatches:
         lines += ["> **Warning: these results were compared although they differ:**", ">"]
@@ -295,7 +197,17 @@ def markdown_report(comparison: Comparison, title: str, plots: dict[str, str]) -
         "the reverse.",
         "",
     ]
-    lines += [
+    lines += side_effect_lines(comparison, plots) + breakdown_lines(comparison, plots)
+    lines += ["## Largest improvements", "", *change_lines(comparison.paired, True)]
+    lines += ["## Largest regressions", "", *change_lines(comparison.paired, False)]
+    if "training" in plots:
+        lines += ["## Training", "", f"![training curves]({plots['training']})", ""]
+    return "\n".join(lines) + "\n"
+
+
+def side_effect_lines(comparison: Comparison, plots: dict[str, str]) -> list[str]:
+    """What changed besides the scores: lengths, truncation, judge failures, gaming signs."""
+    return [
         "## What else changed",
         "",
         comparison.models.to_markdown(index=False, floatfmt=".3f"),
@@ -309,29 +221,21 @@ def markdown_report(comparison: Comparison, title: str, plots: dict[str, str]) -
         "",
         indicator_table(comparison.indicators),
         "",
-        "A policy can raise its scores by deflecting clinical questions or by sending every "
-        "routine question to a doctor. A rise in either rate deserves a look at the responses "
-        "before the scores are believed.",
+        "A policy can raise its scores by deflecting clinical questions, by sending every "
+        "routine question to a doctor or by repeating its instructions as safety language. A "
+        "rise in any rate deserves a look at the responses before the scores are believed.",
         "",
     ]
+
+
+def breakdown_lines(comparison: Comparison, plots: dict[str, str]) -> list[str]:
+    """The combined score by tier, scope and category."""
+    lines = []
     for column in ("tier", "scope", "category"):
-        lines += [
-            f"## By {column} (combined score)",
-            "",
-            breakdown_table(comparison.breakdowns[column], column),
-            "",
-        ]
-    lines += [
-        "Groups smaller than the configured minimum get no p-value.",
-        "",
-        f"![category deltas]({plots['category_deltas']})",
-        "",
-    ]
-    lines += ["## Largest improvements", "", *change_lines(comparison.paired, True)]
-    lines += ["## Largest regressions", "", *change_lines(comparison.paired, False)]
-    if "training" in plots:
-        lines += ["## Training", "", f"![training curves]({plots['training']})", ""]
-    return "\n".join(lines) + "\n"
+        table = breakdown_table(comparison.breakdowns[column], column)
+        lines += [f"## By {column} (combined score)", "", table, ""]
+    note = "Groups smaller than the configured minimum get no p-value."
+    return lines + [note, "", f"![category deltas]({plots['category_deltas']})", ""]
 
 
 def html_report(markdown: str, directory: Path, title: str) -> str:

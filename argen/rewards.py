@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pandas as pd
 
 from argen.hashing import json_sha256
+from argen.indicators import active_penalties
 from argen.indicators import penalties as indicator_penalties
 from argen.judges import rubric
 from argen.judges.base import Backend, JudgeItem, score_items
@@ -56,7 +57,7 @@ class JudgeRewards:
     ):
         self.backend = backend
         self.weights = dict(weights)
-        self.penalties = {k: v for k, v in (penalties or {}).items() if v > 0}
+        self.penalties = active_penalties(penalties or {})
         self.cache = cache
         self.max_failure_rate = max_failure_rate
         self.judged = 0
@@ -133,7 +134,7 @@ class JudgeRewards:
 
 def reward_weights(weights: Mapping[str, float], penalties: Mapping[str, float]) -> list[float]:
     """TRL's `reward_weights`, in the order of `JudgeRewards.functions`."""
-    gaming = [1.0] if any(v > 0 for v in penalties.values()) else []
+    gaming = [1.0] if active_penalties(penalties) else []
     return [weights[d] for d in rubric.DIMENSIONS] + gaming
 
 

@@ -314,7 +314,8 @@ def _fit(
     resume = last_complete_checkpoint(work)
     totals = RankTotals(rewards)  # every rank's judgements, not only this one's
     counts = JudgeCounts(totals, judge_counts(resume))
-    guards = [JudgeHealthCallback(rewards), totals, counts, NonFiniteGuard()]
+    guard = NonFiniteGuard(per_rank=world_size() > 1)  # ranks say whose gradient went bad
+    guards = [JudgeHealthCallback(rewards), totals, counts, guard]
     lora = config.train.lora
     trainer = GRPOTrainer(
         model=str(model_dir),

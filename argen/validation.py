@@ -145,6 +145,6 @@ class ValidationCallback(TrainerCallback):
 
 def objective(record: dict, penalties: dict[str, float]) -> float:
     """The combined score less each penalty weight times its indicator's rate (none: 0)."""
-    rates = {k: record.get(k) for k in penalties}
-    cost = sum(w * r for k, w in penalties.items() if (r := rates[k]) is not None and r == r)
+    rates = {name: record.get(name, math.nan) for name in penalties}
+    cost = sum(w * rates[name] for name, w in penalties.items() if not math.isnan(rates[name]))
     return record["combined"] - cost

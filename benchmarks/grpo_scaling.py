@@ -18,9 +18,9 @@ Each run has a fresh Python process of its own: a one-process run sees only the 
 (``CUDA_VISIBLE_DEVICES``), a run of N processes sees all of them, and no run inherits another's
 CUDA memory, engines or compiled kernels. A run that fails (a diverged step, a rank's error,
 more than ``--run-timeout`` seconds) is recorded with its error and the ranks' gradient reports
-(`argen.distributed.RankGradientCheck`: which rank's own gradients turned non-finite, in which
-parameters), and the next run goes on; the JSON is rewritten after every run, so a call cut
-short keeps the runs that finished.
+(`argen.divergence.NonFiniteGuard` with ``per_rank``: which rank's own gradients turned
+non-finite, in which parameters), and the next run goes on; the JSON is rewritten after every
+run, so a call cut short keeps the runs that finished.
 
 From each run's training log: TRL's ``step_time`` (rank 0: rollouts, judging, forward and
 backward) and the completions' mean length (over all ranks), hence completion tokens per step

@@ -12,7 +12,7 @@ import torch
 from transformers import TrainerControl, TrainerState
 
 from argen import embeddings
-from argen.distributed import RankGradientCheck
+from argen.divergence import NonFiniteGuard
 
 
 @pytest.mark.parametrize(("local_rank", "expected"), [("1", "cuda:1"), (None, "cuda:0")])
@@ -39,7 +39,7 @@ def checked_module():
     """A linear layer with the gradient check installed as the trainer would install it."""
     torch.manual_seed(0)
     module = torch.nn.Linear(3, 2)
-    check = RankGradientCheck()
+    check = NonFiniteGuard(per_rank=True)
     check.on_train_begin(None, TrainerState(), TrainerControl(), model=module)
     return module, check
 
@@ -47,7 +47,7 @@ def checked_module():
 def step(check, caplog) -> list[str]:
     """The check's reports at the end of one backward pass (before the optimizer step)."""
     caplog.clear()
-    with caplog.at_level(logging.ERROR, logger="argen.distributed"):
+    with caplog.at_level(logging.ERROR, logger="argen.divergence"):
         check.on_pre_optimizer_step(None, TrainerState(), TrainerControl())
     return [r.getMessage() for r in caplog.records]
 
