@@ -114,6 +114,7 @@ def summarize(out: Path, completions: int, wall: float) -> dict:
         "loss_by_step": _per_step(steps, "loss"),
         "grad_norm_by_step": _per_step(steps, "grad_norm"),
         "grad_norms_finite": bool(norms) and all(np.isfinite(norms)),
+        "skipped_steps": int(frame.get("skipped_steps", pd.Series([0])).fillna(0).max()),
         "reward_first5": float(rewards[:5].mean()),
         "reward_last5": float(rewards[-5:].mean()),
         "reward_slope_per_step": float(slope),
