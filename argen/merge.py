@@ -35,6 +35,12 @@ def check_adapter_dir(path: Path) -> None:
         raise ArgenError(f"adapter directory {path} has no adapter_config.json")
 
 
+def tokenizer_dir(adapter_dir: Path, base_dir: Path) -> Path:
+    """The adapter's own tokenizer where training saved one, else the base model's: a published
+    adapter may ship without it, since LoRA training leaves the tokenizer unchanged."""
+    return adapter_dir if (adapter_dir / "tokenizer_config.json").is_file() else base_dir
+
+
 @torch.inference_mode()
 def max_logit_difference(reference, merged, tokenizer) -> float:
     """Largest absolute difference of next-token logits over the check prompts."""
@@ -54,7 +60,7 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
     config) after checking its logits match the adapter model's."""
     check_model_dir(base_dir)
     check_adapter_dir(adapter_dir)
-    tokenizer = AutoTokenizer.from_pretrained(adapter_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir(adapter_dir, base_dir))
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     adapted = PeftModel.from_pretrained(base, adapter_dir).eval()
     with atomic_dir(out_dir) as tmp:

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,6 +123,19 @@ def test_merge_matches_adapter_and_loads_without_peft(trained, default_model_dir
     assert (merged / "chat_template.jinja").is_file() or "chat_template" in (
         merged / "tokenizer_config.json"
     ).read_text()
+
+
+def test_an_adapter_published_without_its_tokenizer_merges_with_the_bases(
+    trained, default_model_dir, tmp_path
+):
+    _, adapter = trained
+    published = tmp_path / "published"
+    published.mkdir()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        shutil.copy(adapter / name, published / name)
+    merged = merge(default_model_dir, published, tmp_path / "merged")
+    assert json.loads((merged / "merge_manifest.json").read_text())["max_logit_difference"] < 1e-3
+    assert (merged / "tokenizer_config.json").is_file()
 
 
 class Crash(TrainerCallback):
