@@ -154,9 +154,9 @@ class TrainConfig(Section):
     num_generations: int = Field(4, ge=2, description="Completions per prompt (the group).")
     prompts_per_step: int = Field(4, gt=0, description="Distinct prompts per optimizer step.")
     gradient_accumulation_steps: int = Field(1, gt=0)
-    max_steps: int = Field(20, description="Optimizer steps; -1 trains num_train_epochs.")
+    max_steps: int = Field(12, description="Optimizer steps; -1 trains num_train_epochs.")
     num_train_epochs: float = Field(1.0, gt=0)
-    learning_rate: float = Field(1e-5, gt=0)
+    learning_rate: float = Field(5e-5, gt=0)
     warmup_steps: float = Field(
         0, ge=0, description="Warm-up steps; a value below 1 is a fraction of all steps."
     )
@@ -168,7 +168,7 @@ class TrainConfig(Section):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int = Field(0, ge=0, description="0 turns top-k filtering off.")
-    max_completion_length: int = Field(64, gt=0)
+    max_completion_length: int = Field(32, gt=0)
     use_vllm: bool = Field(
         False,
         description="Roll out with TRL's vLLM mode (needs vllm) instead of generation.engine.",
@@ -183,10 +183,10 @@ class TrainConfig(Section):
     seed: int = 0
     gradient_checkpointing: bool = False
     logging_steps: int = Field(1, gt=0)
-    save_steps: int = Field(10, gt=0, description="Checkpoint interval (optimizer steps).")
-    validation_steps: int = Field(10, gt=0, description="Score the validation split this often.")
+    save_steps: int = Field(6, gt=0, description="Checkpoint interval (optimizer steps).")
+    validation_steps: int = Field(6, gt=0, description="Score the validation split this often.")
     validation_prompts: int | None = Field(
-        32, gt=0, description="Validation prompts scored each time (None: all)."
+        16, gt=0, description="Validation prompts scored each time (None: all)."
     )
     select: Literal["best", "last"] = Field(
         "best", description="Keep the adapter with the best validation score, or the last."

@@ -1,8 +1,9 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
-from argen.config import load_config, recipe_path
+from argen.config import RECIPES_DIR, Config, load_config, recipe_path
 from argen.errors import ArgenError
 
 
@@ -92,3 +93,40 @@ def test_a_recipe_that_extends_itself_is_a_clear_error(tmp_path):
     missing.write_text("extends: no-such-recipe\n")
     with pytest.raises(ArgenError, match="unknown recipe 'no-such-recipe'"):
         load_config(str(missing))
+
+
+def test_the_embedded_default_is_the_schemas_defaults():
+    assert load_config("default") == Config()
+
+
+def _stated_leaves(raw: dict, prefix: tuple = ()) -> list[tuple]:
+    """Every setting a recipe file writes down, as a path of keys."""
+    leaves = []
+    for key, value in raw.items():
+        if isinstance(value, dict) and value:
+            leaves += _stated_leaves(value, (*prefix, key))
+        else:
+            leaves.append((*prefix, key))
+    return leaves
+
+
+def _at(settings: dict, path: tuple):
+    for key in path:
+        if not isinstance(settings, dict) or key not in settings:
+            return "<not set>"
+        settings = settings[key]
+    return settings
+
+
+@pytest.mark.parametrize("recipe", sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")))
+def test_a_bundled_recipe_states_only_what_it_changes(recipe):
+    raw = yaml.safe_load(recipe_path(recipe).read_text()) or {}
+    parent = raw.pop("extends", None)
+    before = (load_config(parent) if parent else Config()).model_dump(mode="json")
+    after = load_config(recipe).model_dump(mode="json")
+    restated = [
+        ".".join(path)
+        for path in _stated_leaves(raw)
+        if _at(before, path) == _at(after, path) != "<not set>"
+    ]
+    assert not restated, f"{recipe} restates what it inherits: {restated}"
