@@ -8,7 +8,7 @@ from pathlib import Path
 
 from argen import console
 from argen.config import Config, load_config
-from argen.errors import ArgenError
+from argen.errors import ArgenError, JudgeOutage
 
 log = logging.getLogger("argen")
 
@@ -199,6 +199,9 @@ def main(
     except ArgenError as exc:
         print(f"argen: error: {exc}", file=sys.stderr)
         return 2
+    except JudgeOutage as exc:
+        print(f"argen: judge outage (try again later): {exc}", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -12,7 +12,7 @@ from prefect.tasks import exponential_backoff
 
 from argen import console, stages
 from argen.config import Config
-from argen.errors import ArgenError, JudgeOutage
+from argen.errors import ArgenError
 from argen.models import resolve_model
 
 
@@ -21,11 +21,9 @@ def retry_unless_bad_input(task, task_run, state) -> bool:
     stage that ran past its time limit (it would only run past it again)."""
     try:
         state.result()
-    except JudgeOutage:
-        return True
     except (ArgenError, TimeoutError):
         return False
-    except Exception:
+    except Exception:  # a JudgeOutage among them
         return True
     return False
 

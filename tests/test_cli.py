@@ -4,6 +4,7 @@ import pytest
 import yaml
 
 from argen import cli
+from argen.errors import JudgeOutage
 from flows.cli import main as argen_main
 from tests.conftest import scenario, write_jsonl
 
@@ -33,6 +34,14 @@ def test_run_driver_and_extra_commands_can_be_plugged_in(capsys):
     extra = {"hello": lambda config, recipe: f"hello {recipe}"}
     assert cli.main(["hello", "--recipe", "gpu"], extra=extra) == 0
     assert capsys.readouterr().out.strip().endswith("hello gpu")
+
+
+def test_a_judge_outage_is_not_a_users_error_and_exits_3(capsys):
+    def judge_down(config, recipe):
+        raise JudgeOutage("judging x failed for 40.0% of 10 items")
+
+    assert cli.main(["outage"], extra={"outage": judge_down}) == 3
+    assert "judge outage (try again later): judging x failed" in capsys.readouterr().err
 
 
 def curate_args(tmp_path, out, *extra):

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from argen.config import load_config
-from argen.errors import ArgenError
+from argen.errors import ArgenError, JudgeOutage
 from argen.evaluate import evaluate
 from argen.judging import make_backend
 from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
@@ -111,7 +111,7 @@ def test_unknown_judge_backend(tmp_path):
 def test_failing_judge_leaves_no_results(default_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("DEAD_KEY", "k")
     config = tiny_config(tmp_path, *DEAD_JUDGE)
-    with pytest.raises(ArgenError, match=r"failed for 100.0% .* first error: APIConnectionError"):
+    with pytest.raises(JudgeOutage, match=r"failed for 100.0% .* first error: APIConnectionError"):
         evaluate(
             config, default_model_dir, scenarios_file(tmp_path / "s.parquet", 2), tmp_path / "out"
         )

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from argen.errors import ArgenError, JudgeOutage
 from tasks import stages as t
 
 STAGE_TASKS = [t.curate_task, t.evaluate_task, t.train_task, t.merge_task, t.report_task]
@@ -32,9 +33,9 @@ def test_a_result_that_is_not_plain_json_is_refused():
 @pytest.mark.parametrize(
     ("error", "retried"),
     [
-        (t.JudgeOutage("judge down"), True),
+        (JudgeOutage("judge down"), True),
         (OSError("disk hiccup"), True),
-        (t.ArgenError("bad input"), False),
+        (ArgenError("bad input"), False),
         (TimeoutError("Task run exceeded timeout of 5 second(s)"), False),
     ],
 )

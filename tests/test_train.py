@@ -23,7 +23,7 @@ from transformers import (
 
 from argen.atomic import owned_dir, sweep_work_dirs
 from argen.config import load_config
-from argen.errors import ArgenError
+from argen.errors import ArgenError, JudgeOutage
 from argen.merge import merge
 from argen.train import (
     batch_shape,
@@ -355,7 +355,7 @@ def test_judge_failing_everything_stops_early(default_model_dir, tmp_path, monke
     monkeypatch.setenv("DEAD_KEY", "k")
     config = tiny(tmp_path, *DEAD_JUDGE)
     split = split_file(tmp_path / "t.parquet", "train")
-    with pytest.raises(ArgenError, match="judge failed on all"):
+    with pytest.raises(JudgeOutage, match="judge failed on all"):
         train(
             config,
             default_model_dir,
