@@ -245,6 +245,11 @@ class ReportConfig(Section):
         False, description="Compare results made with different settings (flagged on top)."
     )
     seed: int = 0
+    smoke_run: bool = Field(
+        True,
+        description="The recipe only proves the pipeline runs (the embedded default on a CPU): "
+        "the report says so on top and points to the GPU example for a real result.",
+    )
     gate: list[GateRule] = [
         GateRule(check="violation_rate_drops", dimension="dharma"),
         GateRule(check="score_not_worse", dimension="helpfulness", margin=0.02),

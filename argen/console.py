@@ -146,6 +146,12 @@ def _number(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+SMOKE_RUN_LINE = (
+    "a smoke run: it proves every stage works, not alignment (too little training to move the "
+    "scores); reports/gpu-example/ shows a real run"
+)
+
+
 def final_lines(outcome: str, message: str, report_dir: Path | str) -> str:
     """The end of a run: how it ended, the report's verdict per dimension (difference aligned
     minus baseline) with its release gate, and where the report is."""
@@ -153,10 +159,11 @@ def final_lines(outcome: str, message: str, report_dir: Path | str) -> str:
     summary = json.loads((report_dir / "summary.json").read_text())
     calls = [f"{v['dimension']} {v['call']} ({v['difference']:+.3f})" for v in summary["verdict"]]
     gate = "passed" if summary["gate_passed"] else "failed"
-    return "\n".join(
-        [
-            f"{outcome}: {message}",
-            f"verdict: {', '.join(calls)}; release gate {gate}",
-            f"report: {report_dir / 'report.md'}",
-        ]
-    )
+    lines = [
+        f"{outcome}: {message}",
+        f"verdict: {', '.join(calls)}; release gate {gate}",
+        f"report: {report_dir / 'report.md'}",
+    ]
+    if summary.get("smoke_run"):
+        lines.append(SMOKE_RUN_LINE)
+    return "\n".join(lines)

@@ -168,9 +168,21 @@ def change_lines(paired: pd.DataFrame, largest: bool) -> list[str]:
     return lines or ["(none)", ""]
 
 
-def markdown_report(comparison: Comparison, title: str, plots: dict[str, str]) -> str:
+SMOKE_RUN_NOTICE = [
+    "> **A smoke run.** This recipe (`report.smoke_run: true`, as the embedded default) shows "
+    "that every stage of the pipeline works, on a CPU in minutes; its training is far too short "
+    "to move the scores, so differences near zero and a failed release gate are what it is "
+    "expected to show. For what alignment does, see the GPU example run "
+    "(`reports/gpu-example/` in the repository).",
+    "",
+]
+
+
+def markdown_report(
+    comparison: Comparison, title: str, plots: dict[str, str], smoke_run: bool = False
+) -> str:
     """The report as markdown: verdict and gate first, then the evidence section by section."""
-    lines = [f"# {title}", ""]
+    lines = [f"# {title}", "", *(SMOKE_RUN_NOTICE if smoke_run else [])]
     if comparison.mismatches:
         lines += ["> **Warning: these results were compared although they differ:**", ">"]
         lines += [f"> - {m}" for m in comparison.mismatches] + [""]
@@ -281,8 +293,10 @@ def write_report(
     out_dir: Path,
     title: str = "ArGen comparison report",
     training_log: Path | None = None,
+    smoke_run: bool = False,
 ) -> Path:
-    """Write every report output into `out_dir` (replaced atomically)."""
+    """Write every report output into `out_dir` (replaced atomically); a smoke run's report says
+    so on top."""
     with atomic_dir(out_dir) as tmp:
         plots = {
             "means": "means.png",
@@ -296,11 +310,12 @@ def write_report(
             frame = pd.read_parquet(training_log)
             if plot_training(frame, tmp / "training.png"):
                 plots["training"] = "training.png"
-        markdown = markdown_report(comparison, title, plots)
+        markdown = markdown_report(comparison, title, plots, smoke_run)
         (tmp / "report.md").write_text(markdown)
         (tmp / "report.html").write_text(html_report(markdown, tmp, title))
         write_parquet(comparison.paired, tmp / "comparison.parquet")
-        (tmp / "summary.json").write_text(json.dumps(summary_record(comparison), indent=2) + "\n")
+        record = summary_record(comparison) | {"smoke_run": smoke_run}
+        (tmp / "summary.json").write_text(json.dumps(record, indent=2) + "\n")
     log.info(
         "report written to %s (gate %s)", out_dir, "passed" if comparison.gate_passed else "failed"
     )

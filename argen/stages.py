@@ -196,7 +196,8 @@ def run_report(
     from argen.report import write_report
 
     comparison = compare(baseline, aligned, config.report)
-    return write_report(comparison, out, f"ArGen comparison report: {name}", training_log)
+    title = f"ArGen comparison report: {name}"
+    return write_report(comparison, out, title, training_log, config.report.smoke_run)
 
 
 def run_pipeline(config: Config, name: str = "argen") -> dict[str, Path]:

@@ -158,6 +158,17 @@ def test_report_outputs_and_self_contained_html(planted, tmp_path):
     assert len(pd.read_parquet(out / "comparison.parquet")) == N
 
 
+def test_a_smoke_runs_report_says_so_on_top_and_a_real_runs_does_not(planted, tmp_path):
+    result = compare(*planted, ReportConfig())
+    smoke = write_report(result, tmp_path / "smoke", smoke_run=True)
+    real = write_report(result, tmp_path / "real")
+    head = (smoke / "report.md").read_text().split("## Verdict")[0]
+    assert "**A smoke run.**" in head and "reports/gpu-example/" in head
+    assert "smoke run" not in (real / "report.md").read_text().lower()
+    assert json.loads((smoke / "summary.json").read_text())["smoke_run"] is True
+    assert json.loads((real / "summary.json").read_text())["smoke_run"] is False
+
+
 def test_failed_judgements_are_excluded_and_counted(tmp_path):
     aligned = synthetic(2, dharma_shift=0.2)
     aligned.loc[:9, "judge_ok"] = False

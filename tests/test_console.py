@@ -164,6 +164,14 @@ def test_final_lines_name_the_outcome_verdict_and_report(tmp_path):
     ]
 
 
+def test_final_lines_of_a_smoke_run_say_what_it_shows(tmp_path):
+    verdict = [{"dimension": "dharma", "call": "no change beyond noise", "difference": 0.0}]
+    summary = {"verdict": verdict, "gate_passed": False, "smoke_run": True}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    lines = console.final_lines("Gate failed", "the champion stays", tmp_path).splitlines()
+    assert lines[-1] == console.SMOKE_RUN_LINE and "reports/gpu-example/" in lines[-1]
+
+
 @pytest.mark.parametrize(
     ("argv", "verbose"),
     [
