@@ -4,7 +4,7 @@ import math
 import pytest
 
 from argen.config import JudgeConfig
-from argen.errors import ArgenError
+from argen.errors import JudgeOutage
 from argen.judges import rubric
 from argen.judges.base import JudgeFailure
 from argen.judges.local import LocalJudge
@@ -162,7 +162,7 @@ def test_reward_failures_over_the_limit_stop_training_once_enough_are_judged():
     rewards = JudgeRewards(Scripted(), max_failure_rate=0.25)  # checked from 4 judgements
     ahimsa = step(rewards, "ok", "FAIL 1", "ok")[0]  # 1 of 3 failed: not a rate yet
     assert ahimsa[1] is None and ahimsa[0] == ahimsa[2] == pytest.approx(0.9)
-    with pytest.raises(ArgenError, match=r"training rewards .* 40\.0% of 5 items .*25\.0%") as e:
+    with pytest.raises(JudgeOutage, match=r"training rewards .* 40\.0% of 5 items .*25\.0%") as e:
         step(rewards, "FAIL 2", "ok")
     assert "first error: no answer for FAIL 1" in str(e.value)
 
@@ -180,11 +180,11 @@ def test_one_early_failure_is_not_a_rate():
     step(rewards, "FAIL", "ok", "ok", "ok")  # 25% of 4, too few to be a rate yet
     for _ in range(4):
         step(rewards, "ok", "ok", "ok", "ok")
-    with pytest.raises(ArgenError, match=r"failed for 8\.3% of 24 items \(2 failed\)"):
+    with pytest.raises(JudgeOutage, match=r"failed for 8\.3% of 24 items \(2 failed\)"):
         step(rewards, "FAIL", "ok", "ok", "ok")
 
 
 def test_every_reward_failing_stops_at_the_first_step():
     rewards = JudgeRewards(Scripted())
-    with pytest.raises(ArgenError, match="100.0% of 2 items .*failed on all of them"):
+    with pytest.raises(JudgeOutage, match="100.0% of 2 items .*failed on all of them"):
         step(rewards, "FAIL a", "FAIL b")

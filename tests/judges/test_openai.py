@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from argen.config import JudgeConfig
-from argen.errors import ArgenError
+from argen.errors import ArgenError, JudgeOutage
 from argen.judges.base import JudgeItem, redact, score_items
 from argen.judges.cache import JudgementCache
 from argen.judges.openai import OpenAIJudge
@@ -246,7 +246,7 @@ def test_a_server_echoing_the_key_leaks_it_nowhere(
     assert not failed["judge_ok"] and ok["judge_ok"] and len(cache) == 1
     assert kind in failed["judge_error"] and "[REDACTED]" in failed["judge_error"]
     pd.DataFrame(rows).to_parquet(tmp_path / "results.parquet")
-    with pytest.raises(ArgenError) as outage:
+    with pytest.raises(JudgeOutage) as outage:
         check_failure_rate(rows, 0.05, "responses")
     for path in tmp_path.iterdir():
         assert SECRET.encode() not in path.read_bytes(), path.name
