@@ -11,6 +11,7 @@ that `argen curate` (and a curation that fails on bad input) never pays for them
 
 import logging
 from pathlib import Path
+from typing import Protocol
 
 from argen.atomic import output_path
 from argen.config import Config
@@ -200,22 +201,60 @@ def run_report(
     return write_report(comparison, out, title, training_log, config.report.smoke_run)
 
 
-def run_pipeline(config: Config, name: str = "argen") -> dict[str, Path]:
-    """The whole pipeline without an orchestrator; returns each stage's output directory."""
-    curated = run_curate(config)
+class StageRunner(Protocol):
+    """How each stage of the pipeline runs: here, in this process, or as an orchestrator's task
+    (a Prefect flow passes its own). The order of the stages is `run_pipeline`'s alone."""
+
+    def curate(self, config: Config) -> Path: ...
+
+    def evaluate(self, config: Config, model: str, scenarios: Path, label: str) -> Path: ...
+
+    def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
+        """The adapter directory and the merged model directory."""
+        ...
+
+    def report(
+        self, config: Config, baseline: Path, aligned: Path, training_log: Path, name: str
+    ) -> Path: ...
+
+
+class InProcess:
+    """Every stage in this process, reusing complete keyed outputs."""
+
+    def curate(self, config: Config) -> Path:
+        return run_curate(config)
+
+    def evaluate(self, config: Config, model: str, scenarios: Path, label: str) -> Path:
+        return run_evaluate(config, model, scenarios, label)
+
+    def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
+        base = config.model.base
+        adapter = run_train(config, base, curated / "train.parquet", curated / "validation.parquet")
+        return adapter, run_merge(config, base, adapter)
+
+    def report(
+        self, config: Config, baseline: Path, aligned: Path, training_log: Path, name: str
+    ) -> Path:
+        return run_report(config, baseline, aligned, training_log=training_log, name=name)
+
+
+def run_pipeline(
+    config: Config, name: str = "argen", runner: StageRunner | None = None
+) -> dict[str, Path]:
+    """The whole pipeline, the one definition of its order: curate, evaluate the baseline, train
+    and merge, evaluate the aligned model, compare. Returns each stage's output directory."""
+    runner = runner or InProcess()
+    curated = runner.curate(config)
     test = curated / "test.parquet"
-    baseline = run_evaluate(config, config.model.base, test, "baseline")
-    adapter = run_train(
-        config, config.model.base, curated / "train.parquet", curated / "validation.parquet"
-    )
-    merged = run_merge(config, config.model.base, adapter)
-    aligned = run_evaluate(config, str(merged), test, "aligned")
-    report = run_report(
+    baseline = runner.evaluate(config, config.model.base, test, "baseline")
+    adapter, merged = runner.train_and_merge(config, curated)
+    aligned = runner.evaluate(config, str(merged), test, "aligned")
+    report = runner.report(
         config,
         baseline / "results.parquet",
         aligned / "results.parquet",
-        training_log=adapter / "training_log.parquet",
-        name=name,
+        adapter / "training_log.parquet",
+        name,
     )
     return {
         "curate": curated,

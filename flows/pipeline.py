@@ -30,8 +30,11 @@ def on_deployment(name: str, parameters: dict, timeout: float) -> None:
         raise ArgenError(f"deployment {name} ended {run.state and run.state.name}")
 
 
-def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: str) -> dict:
-    """Inline, or as the GPU deployment when ``orchestration.train_deployment`` names one."""
+def train_and_merge(
+    config: Config, recipe: str, overrides: list[str], curated: str
+) -> tuple[Path, dict]:
+    """Inline, or as the GPU deployment when ``orchestration.train_deployment`` names one;
+    returns the adapter directory and the merged model's reference."""
     model_dir = resolve_model(config.model.base)
     splits = Path(curated)
     adapter = stages.train_out(
@@ -50,7 +53,7 @@ def train_and_merge(config: Config, recipe: str, overrides: list[str], curated: 
         with console.stage(f"train and merge on {name}", reused=reused) as span:
             on_deployment(name, parameters, config.orchestration.train_timeout_s)
             merged = span.out = stages.merge_out(config, model_dir, adapter)
-    return {**t.ref("merge", merged), "reused": reused}
+    return adapter, {**t.ref("merge", merged), "reused": reused}
 
 
 def evaluate(
@@ -67,6 +70,36 @@ def evaluate(
     with console.stage(f"evaluate {label} on {name}", out, reused=reused):
         on_deployment(name, parameters, config.orchestration.stage_timeout_s)
     return {**t.ref("evaluate", out), "reused": reused}
+
+
+class PrefectStages:
+    """The pipeline's stages as Prefect tasks, or as deployments on the recipe's work pools
+    (`stages.run_pipeline` keeps the order); remembers each stage's reference, so the report
+    artifact can say whether anything was recomputed."""
+
+    def __init__(self, recipe: str, overrides: list[str]):
+        self.recipe, self.overrides, self.refs = recipe, overrides, []
+
+    def _kept(self, ref: dict) -> Path:
+        self.refs.append(ref)
+        return Path(ref["path"])
+
+    def curate(self, config: Config) -> Path:
+        return self._kept(t.curate(config))
+
+    def evaluate(self, config: Config, model: str, scenarios: Path, label: str) -> Path:
+        ref = evaluate(config, self.recipe, self.overrides, model, str(scenarios), label)
+        return self._kept(ref)
+
+    def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
+        adapter, merged = train_and_merge(config, self.recipe, self.overrides, str(curated))
+        return adapter, self._kept(merged)
+
+    def report(
+        self, config: Config, baseline: Path, aligned: Path, training_log: Path, name: str
+    ) -> Path:
+        ref = t.report(config, str(baseline), str(aligned), str(training_log), name)
+        return self._kept(ref)
 
 
 def score_rows(summary: dict) -> list[dict]:
@@ -179,17 +212,12 @@ def pipeline(
     extra = form_overrides(judge_backend, model, max_steps, overrides)
     config = load_config(recipe, extra)
     line = registry.line_name(recipe)
-    curated = t.curate(config)
-    test = str(Path(curated["path"]) / "test.parquet")
-    baseline = evaluate(config, recipe, extra, config.model.base, test, "baseline")
-    merged = train_and_merge(config, recipe, extra, curated["path"])
-    aligned = evaluate(config, recipe, extra, merged["path"], test, "aligned")
-    merge_manifest = json.loads((Path(merged["path"]) / "merge_manifest.json").read_text())
-    results = [str(Path(r["path"]) / "results.parquet") for r in (baseline, aligned)]
-    log = str(Path(merge_manifest["adapter"]) / "training_log.parquet")
-    report = t.report(config, results[0], results[1], log, line)
-    report_dir = Path(report["path"])
+    runner = PrefectStages(recipe, extra)
+    outputs = stages.run_pipeline(config, line, runner)
+    report_dir = outputs["report"]
     summary = json.loads((report_dir / "summary.json").read_text())
-    publish(report_dir, summary, [curated, baseline, merged, aligned, report])
-    ctx = {"recipe": recipe, "overrides": extra, "test": test, "aligned": Path(results[1])}
-    return release(config, line, Path(merged["path"]), report_dir, ctx)
+    publish(report_dir, summary, runner.refs)
+    test = str(outputs["curate"] / "test.parquet")
+    ctx = {"recipe": recipe, "overrides": extra, "test": test}
+    ctx["aligned"] = outputs["aligned"] / "results.parquet"
+    return release(config, line, outputs["merge"], report_dir, ctx)
