@@ -9,6 +9,7 @@ from pathlib import Path
 from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError, JudgeOutage
+from argen.outputs import CuratedSplits
 
 log = logging.getLogger("argen")
 
@@ -110,7 +111,7 @@ def cmd_curate(config: Config, out: Path | None) -> Path:
 def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
     from argen.stages import run_curate, run_evaluate
 
-    scenarios = args.scenarios or run_curate(config) / "test.parquet"
+    scenarios = args.scenarios or CuratedSplits(run_curate(config)).test
     model = args.model or config.model.base
     label = args.label or Path(model).name
     return run_evaluate(config, model, scenarios, label, args.out)
@@ -119,11 +120,9 @@ def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
 def cmd_train(config: Config, args: argparse.Namespace) -> Path:
     from argen.stages import run_curate, run_train
 
-    curated = args.scenarios or run_curate(config)
+    curated = CuratedSplits(args.scenarios or run_curate(config))
     model = args.model or config.model.base
-    return run_train(
-        config, model, curated / "train.parquet", curated / "validation.parquet", args.out
-    )
+    return run_train(config, model, curated.train, curated.validation, args.out)
 
 
 def cmd_merge(config: Config, args: argparse.Namespace) -> Path:

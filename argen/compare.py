@@ -1,7 +1,6 @@
 """Paired comparison of a baseline and an aligned results file: pairing, checks, statistics,
 breakdowns, verdict and release gate. Numbers only; `argen.report` renders them."""
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from argen.config import GateRule, ReportConfig
 from argen.errors import ArgenError
 from argen.indicators import INDICATORS
 from argen.judges.rubric import DIMENSIONS
+from argen.outputs import Evaluation
 
 SCORES = (*DIMENSIONS, "combined")
 VIOLATIONS = tuple(f"{d}_violation" for d in DIMENSIONS)
@@ -44,15 +44,15 @@ class Comparison:
 
 
 def load(results_path: Path) -> tuple[pd.DataFrame, dict]:
-    """A results parquet and the summary.json beside it (empty when absent)."""
+    """A results parquet and its evaluation's summary beside it (empty when absent)."""
     if not results_path.is_file():
         raise ArgenError(f"results file {results_path} does not exist")
     frame = pd.read_parquet(results_path)
     missing = [c for c in (*KEEP, *PER_MODEL, "judge", "rubric_version") if c not in frame]
     if missing:
         raise ArgenError(f"{results_path} is not a results file: lacks {', '.join(missing)}")
-    summary_path = results_path.with_name("summary.json")
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    evaluation = Evaluation.of_results(results_path)
+    summary = evaluation.record() if evaluation.is_complete() else {}
     return frame, summary
 
 

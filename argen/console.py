@@ -11,7 +11,6 @@ the terminal, where a progress bar already shows the same thing.
 No heavy imports here: `argen curate` configures its console without paying for torch.
 """
 
-import json
 import logging
 import os
 import sys
@@ -22,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
+
+from argen.outputs import Report
 
 log = logging.getLogger(__name__)
 
@@ -156,13 +157,13 @@ def final_lines(outcome: str, message: str, report_dir: Path | str) -> str:
     """The end of a run: how it ended, the report's verdict per dimension (difference aligned
     minus baseline) with its release gate, and where the report is."""
     report_dir = Path(report_dir)
-    summary = json.loads((report_dir / "summary.json").read_text())
+    summary = Report(report_dir).record()
     calls = [f"{v['dimension']} {v['call']} ({v['difference']:+.3f})" for v in summary["verdict"]]
     gate = "passed" if summary["gate_passed"] else "failed"
     lines = [
         f"{outcome}: {message}",
         f"verdict: {', '.join(calls)}; release gate {gate}",
-        f"report: {report_dir / 'report.md'}",
+        f"report: {Report(report_dir).markdown}",
     ]
     if summary.get("smoke_run"):
         lines.append(SMOKE_RUN_LINE)

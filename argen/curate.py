@@ -25,6 +25,7 @@ from argen.config import CurateConfig
 from argen.dedup import drop_exact_duplicates, near_duplicates
 from argen.errors import ArgenError
 from argen.hashing import file_sha256, json_sha256
+from argen.outputs import CuratedSplits
 from argen.schema import CATEGORIES, SCENARIO_COLUMNS, SCOPES, SOURCE_REQUIRED, SPLITS, TIERS
 from argen.sources import SourceRow, listing, read_sources, source_files, source_hashes
 from argen.version import code_version
@@ -255,13 +256,16 @@ def curate(config: CurateConfig, out_dir: Path) -> Path:
         outputs = {}
         for split in SPLITS:
             part = curated.scenarios[curated.scenarios["split"] == split].reset_index(drop=True)
-            outputs[f"{split}.parquet"] = write_parquet(part, tmp / f"{split}.parquet")
-        outputs["duplicates.parquet"] = write_parquet(
-            curated.duplicates, tmp / "duplicates.parquet"
+            name = CuratedSplits.split_name(split)
+            outputs[name] = write_parquet(part, tmp / name)
+        outputs[CuratedSplits.DUPLICATES] = write_parquet(
+            curated.duplicates, tmp / CuratedSplits.DUPLICATES
         )
         if not curated.rejects.empty:
-            outputs["rejects.parquet"] = write_parquet(curated.rejects, tmp / "rejects.parquet")
-        (tmp / "datacard.md").write_text(data_card(curated))
+            outputs[CuratedSplits.REJECTS] = write_parquet(
+                curated.rejects, tmp / CuratedSplits.REJECTS
+            )
+        (tmp / CuratedSplits.DATACARD).write_text(data_card(curated))
         manifest = {
             "stage": "curate",
             "code_version": code_version(),
@@ -270,7 +274,9 @@ def curate(config: CurateConfig, out_dir: Path) -> Path:
             "counts": counts(curated),
             "outputs": outputs,
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        (tmp / CuratedSplits.SIDECAR).write_text(
+            json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+        )
     log.info("curated %d scenarios into %s", len(curated.scenarios), out_dir)
     return out_dir
 

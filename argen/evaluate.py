@@ -26,6 +26,7 @@ from argen.judges import rubric
 from argen.judges.base import JudgeItem, score_items
 from argen.judging import check_failure_rate, make_backend, open_cache
 from argen.models import check_model_dir
+from argen.outputs import Evaluation
 from argen.prompting import SYSTEM_PROMPT
 from argen.schema import GENERATION_COLUMNS, JUDGE_COLUMNS, SCENARIO_COLUMNS
 from argen.version import code_version
@@ -114,8 +115,8 @@ def evaluate(
     timings = {"generation_seconds": generation_seconds, "judging_seconds": judging_seconds}
     summary = summarize(results, settings, timings, label, model_dir, scenarios)
     with atomic_dir(out_dir) as tmp:
-        write_parquet(results, tmp / "results.parquet")
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_parquet(results, tmp / Evaluation.RESULTS)
+        (tmp / Evaluation.SIDECAR).write_text(json.dumps(summary, indent=2) + "\n")
     log.info(
         "evaluated %s on %d scenarios: combined %.3f -> %s",
         label,

@@ -32,6 +32,7 @@ from argen.atomic import _start_time
 from argen.config import Config
 from argen.distributed import is_main, rank, use_rank_device
 from argen.errors import ArgenError, JudgeOutage
+from argen.outputs import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +135,8 @@ def launch(
     reader.join(10)
     if code != 0:
         _raise_rank_error(work, code, tail)
-    if not (out_dir / "manifest.json").is_file():
-        raise RuntimeError(f"the training ranks finished but wrote no {out_dir}/manifest.json")
+    if not Adapter(out_dir).is_complete():
+        raise RuntimeError(f"the training ranks finished but wrote no {Adapter(out_dir).sidecar}")
 
 
 def _relay_output(process: subprocess.Popen, tail: collections.deque) -> None:

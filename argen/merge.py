@@ -16,6 +16,7 @@ from argen.atomic import atomic_dir
 from argen.errors import ArgenError
 from argen.hashing import dir_sha256
 from argen.models import check_model_dir
+from argen.outputs import Merged
 from argen.prompting import chat_messages
 from argen.version import code_version
 
@@ -89,6 +90,6 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
             "max_logit_difference": difference,
             "tolerance": TOLERANCE,
         }
-        (tmp / "merge_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (tmp / Merged.SIDECAR).write_text(json.dumps(manifest, indent=2) + "\n")
     log.info("merged %s into %s (max logit difference %.2e)", adapter_dir, out_dir, difference)
     return out_dir

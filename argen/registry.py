@@ -13,6 +13,7 @@ from pathlib import Path
 from argen.atomic import atomic_file
 from argen.config import Config
 from argen.errors import ArgenError
+from argen.outputs import Report
 
 
 def line_name(recipe: str) -> str:
@@ -74,7 +75,7 @@ def promote(
 ) -> dict:
     """Make `model_dir` the line's champion, citing its report (and the comparison with the
     champion it replaces, if there was one) and the report's score figures."""
-    summary = json.loads((report_dir / "summary.json").read_text())
+    summary = Report(report_dir).record()
     previous = champion(config, line)
     return _append(
         config,

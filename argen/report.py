@@ -14,6 +14,7 @@ from markdown_it import MarkdownIt
 from argen.atomic import atomic_dir
 from argen.compare import Comparison
 from argen.curate import write_parquet
+from argen.outputs import Report
 from argen.plots import plot_category_deltas, plot_distributions, plot_means, plot_training
 
 log = logging.getLogger(__name__)
@@ -298,24 +299,20 @@ def write_report(
     """Write every report output into `out_dir` (replaced atomically); a smoke run's report says
     so on top."""
     with atomic_dir(out_dir) as tmp:
-        plots = {
-            "means": "means.png",
-            "distributions": "distributions.png",
-            "category_deltas": "category_deltas.png",
-        }
+        plots = {k: v for k, v in Report.PLOTS.items() if k != "training"}
         plot_means(comparison, tmp / plots["means"])
         plot_distributions(comparison, tmp / plots["distributions"])
         plot_category_deltas(comparison, tmp / plots["category_deltas"])
         if training_log and training_log.is_file():
             frame = pd.read_parquet(training_log)
-            if plot_training(frame, tmp / "training.png"):
-                plots["training"] = "training.png"
+            if plot_training(frame, tmp / Report.PLOTS["training"]):
+                plots["training"] = Report.PLOTS["training"]
         markdown = markdown_report(comparison, title, plots, smoke_run)
-        (tmp / "report.md").write_text(markdown)
-        (tmp / "report.html").write_text(html_report(markdown, tmp, title))
-        write_parquet(comparison.paired, tmp / "comparison.parquet")
+        (tmp / Report.MARKDOWN).write_text(markdown)
+        (tmp / Report.HTML).write_text(html_report(markdown, tmp, title))
+        write_parquet(comparison.paired, tmp / Report.COMPARISON)
         record = summary_record(comparison) | {"smoke_run": smoke_run}
-        (tmp / "summary.json").write_text(json.dumps(record, indent=2) + "\n")
+        (tmp / Report.SIDECAR).write_text(json.dumps(record, indent=2) + "\n")
     log.info(
         "report written to %s (gate %s)", out_dir, "passed" if comparison.gate_passed else "failed"
     )

@@ -19,22 +19,15 @@ from argen.curate import curate, curate_key
 from argen.errors import ArgenError
 from argen.hashing import dir_sha256, file_sha256, json_sha256
 from argen.models import resolve_model
+from argen.outputs import STAGE_OUTPUTS, Adapter, CuratedSplits, Evaluation
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
 
-DONE_MARKER = {
-    "curate": "manifest.json",
-    "evaluate": "summary.json",
-    "train": "manifest.json",
-    "merge": "merge_manifest.json",
-    "report": "summary.json",
-}
-"""The file each stage writes last (inside its atomic directory): present means complete."""
-
 
 def is_complete(stage: str, out: Path) -> bool:
-    return (out / DONE_MARKER[stage]).is_file()
+    """Whether `out` holds a finished output of `stage` (its sidecar, written last)."""
+    return STAGE_OUTPUTS[stage](out).is_complete()
 
 
 def check_out(stage: str, out: Path, overwrite: bool = False) -> Path:
@@ -52,7 +45,7 @@ def check_out(stage: str, out: Path, overwrite: bool = False) -> Path:
         if not is_complete(stage, out):
             raise ArgenError(
                 f"--out {out} holds files that are not an argen {stage} output "
-                f"(no {DONE_MARKER[stage]}); refusing to replace them"
+                f"(no {STAGE_OUTPUTS[stage].SIDECAR}); refusing to replace them"
             )
     return out
 
@@ -229,7 +222,8 @@ class InProcess:
 
     def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
         base = config.model.base
-        adapter = run_train(config, base, curated / "train.parquet", curated / "validation.parquet")
+        splits = CuratedSplits(curated)
+        adapter = run_train(config, base, splits.train, splits.validation)
         return adapter, run_merge(config, base, adapter)
 
     def report(
@@ -245,15 +239,15 @@ def run_pipeline(
     and merge, evaluate the aligned model, compare. Returns each stage's output directory."""
     runner = runner or InProcess()
     curated = runner.curate(config)
-    test = curated / "test.parquet"
+    test = CuratedSplits(curated).test
     baseline = runner.evaluate(config, config.model.base, test, "baseline")
     adapter, merged = runner.train_and_merge(config, curated)
     aligned = runner.evaluate(config, str(merged), test, "aligned")
     report = runner.report(
         config,
-        baseline / "results.parquet",
-        aligned / "results.parquet",
-        adapter / "training_log.parquet",
+        Evaluation(baseline).results,
+        Evaluation(aligned).results,
+        Adapter(adapter).training_log,
         name,
     )
     return {

@@ -38,6 +38,7 @@ from argen.hashing import file_sha256
 from argen.judging import make_backend, open_cache
 from argen.launch import launch
 from argen.models import check_model_dir
+from argen.outputs import Adapter
 from argen.prompting import chat_messages
 from argen.rewards import JudgeRewards, reward_weights
 from argen.rollouts import engine_rollouts
@@ -201,7 +202,7 @@ def spent_work_dir(work: Path) -> bool:
     """A ``.partial`` folder nothing will resume: its output is finished, or it holds no
     complete checkpoint."""
     out = work.with_name(work.name.removesuffix(".partial"))
-    return (out / "manifest.json").is_file() or last_complete_checkpoint(work) is None
+    return Adapter(out).is_complete() or last_complete_checkpoint(work) is None
 
 
 def finish_tracking(train: TrainConfig) -> None:
@@ -248,7 +249,7 @@ def train(
     before = identity(out_dir)
     sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
     with owned_dir(work):
-        if identity(out_dir) != before and (out_dir / "manifest.json").is_file():
+        if identity(out_dir) != before and Adapter(out_dir).is_complete():
             log.info("another run finished %s while this one waited; using its adapter", out_dir)
             return out_dir
         if processes > 1:
@@ -356,8 +357,9 @@ def _write_adapter(
         else:
             run.trainer.model.save_pretrained(tmp)
         run.tokenizer.save_pretrained(tmp)
-        write_parquet(pd.DataFrame(run.trainer.state.log_history), tmp / "training_log.parquet")
-        write_parquet(run.validator.history_frame(), tmp / "validation_log.parquet")
+        written = Adapter(tmp)
+        write_parquet(pd.DataFrame(run.trainer.state.log_history), written.training_log)
+        write_parquet(run.validator.history_frame(), written.validation_log)
         _copy_tracking(work, tmp)
         manifest = {
             "stage": "train",
@@ -378,7 +380,7 @@ def _write_adapter(
             "resumed_from": str(run.resumed_from) if run.resumed_from else None,
             "judge": run.counts.totals(),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        written.sidecar.write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 def _copy_tracking(work: Path, dest: Path) -> None:

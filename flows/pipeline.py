@@ -1,7 +1,6 @@
 """The ArGen pipeline flow: curate -> baseline eval -> train -> merge -> aligned eval -> report
 -> release (champion/challenger on the recipe's model line)."""
 
-import json
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -13,6 +12,7 @@ from argen import console, registry, stages
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 from argen.models import resolve_model
+from argen.outputs import CuratedSplits, Evaluation, Report
 from flows.common import JudgeBackend, form_overrides
 from flows.train import train_flow
 from tasks import stages as t
@@ -36,10 +36,8 @@ def train_and_merge(
     """Inline, or as the GPU deployment when ``orchestration.train_deployment`` names one;
     returns the adapter directory and the merged model's reference."""
     model_dir = resolve_model(config.model.base)
-    splits = Path(curated)
-    adapter = stages.train_out(
-        config, model_dir, splits / "train.parquet", splits / "validation.parquet"
-    )
+    splits = CuratedSplits(curated)
+    adapter = stages.train_out(config, model_dir, splits.train, splits.validation)
     # The merge's key hashes the adapter's content: known before training only if it exists.
     reused = stages.is_complete("train", adapter) and stages.is_complete(
         "merge", stages.merge_out(config, model_dir, adapter)
@@ -114,7 +112,7 @@ def score_rows(summary: dict) -> list[dict]:
 def publish(report_dir: Path, summary: dict, refs: list[dict]) -> None:
     """The report as a keyed (versioned) markdown artifact and a summary table artifact; a run
     whose every stage was reused says so at the top."""
-    markdown = (report_dir / "report.md").read_text()
+    markdown = Report(report_dir).markdown.read_text()
     markdown = "\n".join(line for line in markdown.splitlines() if not line.startswith("!["))
     if all(r["reused"] for r in refs):
         markdown = (
@@ -137,9 +135,9 @@ def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dic
     against the candidate, published as a markdown section and a table artifact."""
     model = champion["model_dir"]
     judged = evaluate(config, ctx["recipe"], ctx["overrides"], model, ctx["test"], "champion")
-    champion_results = str(Path(judged["path"]) / "results.parquet")
+    champion_results = str(Evaluation(judged["path"]).results)
     out = Path(t.report(config, champion_results, str(aligned), None, f"{line}-challenge")["path"])
-    summary = json.loads((out / "summary.json").read_text())
+    summary = Report(out).record()
     worse = registry.losses(summary)
     rows = score_rows(summary)
     for row in rows:
@@ -169,7 +167,7 @@ def outcome(name: str, message: str, report_dir: Path) -> State:
 def release(config: Config, line: str, merged: Path, report_dir: Path, ctx: dict) -> State:
     """Promote the candidate if its gate passed and it is not worse than the line's champion
     beyond noise; the returned state names the outcome (the UI shows it at a glance)."""
-    summary = json.loads((report_dir / "summary.json").read_text())
+    summary = Report(report_dir).record()
     if not summary["gate_passed"]:
         failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
         message = "release gate failed, the champion stays: " + "; ".join(failed)
@@ -180,7 +178,7 @@ def release(config: Config, line: str, merged: Path, report_dir: Path, ctx: dict
     challenge_dir = None
     if current:
         challenge_dir = challenge(config, line, current, ctx["aligned"], ctx)
-        worse = registry.losses(json.loads((challenge_dir / "summary.json").read_text()))
+        worse = registry.losses(Report(challenge_dir).record())
         if worse:
             message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
             return outcome(LOST, message, report_dir)
@@ -215,9 +213,9 @@ def pipeline(
     runner = PrefectStages(recipe, extra)
     outputs = stages.run_pipeline(config, line, runner)
     report_dir = outputs["report"]
-    summary = json.loads((report_dir / "summary.json").read_text())
+    summary = Report(report_dir).record()
     publish(report_dir, summary, runner.refs)
-    test = str(outputs["curate"] / "test.parquet")
+    test = str(CuratedSplits(outputs["curate"]).test)
     ctx = {"recipe": recipe, "overrides": extra, "test": test}
-    ctx["aligned"] = outputs["aligned"] / "results.parquet"
+    ctx["aligned"] = Evaluation(outputs["aligned"]).results
     return release(config, line, outputs["merge"], report_dir, ctx)

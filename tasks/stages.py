@@ -14,6 +14,7 @@ from argen import console, stages
 from argen.config import Config
 from argen.errors import ArgenError
 from argen.models import resolve_model
+from argen.outputs import CuratedSplits
 
 
 def retry_unless_bad_input(task, task_run, state) -> bool:
@@ -81,14 +82,14 @@ def evaluate_task(
 def train_task(
     stage: str, out: str, config: Config, model: str, curated: str, callbacks: tuple = ()
 ) -> dict:
-    splits = Path(curated)
+    splits = CuratedSplits(curated)
     return ref(
         stage,
         stages.run_train(
             config,
             model,
-            splits / "train.parquet",
-            splits / "validation.parquet",
+            splits.train,
+            splits.validation,
             Path(out),
             callbacks,
         ),
@@ -128,10 +129,8 @@ def evaluate(config: Config, model: str, scenarios: str, label: str) -> dict:
 
 
 def train(config: Config, model: str, curated: str, callbacks: tuple = ()) -> dict:
-    splits = Path(curated)
-    out = stages.train_out(
-        config, resolve_model(model), splits / "train.parquet", splits / "validation.parquet"
-    )
+    splits = CuratedSplits(curated)
+    out = stages.train_out(config, resolve_model(model), splits.train, splits.validation)
     return _run(
         train_task, "train", out, config=config, model=model, curated=curated, callbacks=callbacks
     )
