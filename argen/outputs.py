@@ -99,8 +99,6 @@ class Adapter(StageOutput):
 class Merged(StageOutput):
     """A merged model (transformers' files) and the manifest of its merge."""
 
-    SIDECAR: ClassVar[str] = "merge_manifest.json"
-
 
 class Report(StageOutput):
     """A comparison report: markdown, self-contained HTML, plots, the paired rows, the summary."""

@@ -2,7 +2,7 @@
 
 import json
 
-from argen.outputs import STAGE_OUTPUTS, Adapter, CuratedSplits, Evaluation, Report
+from argen.outputs import STAGE_OUTPUTS, Adapter, CuratedSplits, Evaluation, Merged, Report
 
 
 def test_an_output_is_complete_only_once_its_sidecar_is_written(tmp_path):
@@ -26,4 +26,4 @@ def test_files_are_named_by_their_output(tmp_path):
     assert Adapter(tmp_path / "a").training_log.parent == tmp_path / "a"
     assert Report(tmp_path / "r").markdown.name == "report.md"
     assert Evaluation.SIDECAR == Report.SIDECAR == "summary.json"  # measurements
-    assert CuratedSplits.SIDECAR == Adapter.SIDECAR == "manifest.json"  # provenance
+    assert CuratedSplits.SIDECAR == Adapter.SIDECAR == Merged.SIDECAR == "manifest.json"

@@ -25,6 +25,7 @@ from argen.atomic import owned_dir, sweep_work_dirs
 from argen.config import load_config
 from argen.errors import ArgenError, JudgeOutage
 from argen.merge import merge
+from argen.outputs import Merged
 from argen.train import (
     batch_shape,
     last_complete_checkpoint,
@@ -116,7 +117,7 @@ def test_tracking_outputs(trained):
 def test_merge_matches_adapter_and_loads_without_peft(trained, default_model_dir, tmp_path):
     _, adapter = trained
     merged = merge(default_model_dir, adapter, tmp_path / "merged")
-    manifest = json.loads((merged / "merge_manifest.json").read_text())
+    manifest = Merged(merged).record()
     assert manifest["max_logit_difference"] < 1e-3
     model = AutoModelForCausalLM.from_pretrained(merged)
     assert not any("lora" in name for name, _ in model.named_parameters())
@@ -134,7 +135,7 @@ def test_an_adapter_published_without_its_tokenizer_merges_with_the_bases(
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         shutil.copy(adapter / name, published / name)
     merged = merge(default_model_dir, published, tmp_path / "merged")
-    assert json.loads((merged / "merge_manifest.json").read_text())["max_logit_difference"] < 1e-3
+    assert Merged(merged).record()["max_logit_difference"] < 1e-3
     assert (merged / "tokenizer_config.json").is_file()
 
 
