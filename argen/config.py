@@ -156,7 +156,7 @@ class TrainConfig(Section):
     gradient_accumulation_steps: int = Field(1, gt=0)
     max_steps: int = Field(12, description="Optimizer steps; -1 trains num_train_epochs.")
     num_train_epochs: float = Field(1.0, gt=0)
-    learning_rate: float = Field(5e-5, gt=0)
+    learning_rate: float = Field(5e-4, gt=0)
     warmup_steps: float = Field(
         0, ge=0, description="Warm-up steps; a value below 1 is a fraction of all steps."
     )
