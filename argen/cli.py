@@ -137,8 +137,9 @@ def cmd_report(config: Config, args: argparse.Namespace) -> Path:
     return run_report(config, args.baseline, args.aligned, args.out, args.training_log)
 
 
-def cmd_run(config: Config, recipe: str) -> str:
-    """The pipeline without an orchestrator (the `argen` entry point swaps in the flow)."""
+def cmd_run(config: Config, recipe: str, overrides: list[str]) -> str:
+    """The pipeline without an orchestrator (the `argen` entry point swaps in the flow); the
+    config already holds the `--set` overrides, which an orchestrator's driver is handed too."""
     from argen.stages import run_pipeline
 
     outputs = run_pipeline(config, Path(recipe).stem)
@@ -182,7 +183,7 @@ def run_command(args: argparse.Namespace, run: Callable, extra: dict[str, Callab
         return str(cmd_model(config))
     if args.command in extra:
         return str(extra[args.command](config, args.recipe))
-    return str(run(config, args.recipe))
+    return str(run(config, args.recipe, args.overrides))
 
 
 def main(

@@ -148,8 +148,8 @@ def _number(value: float | None, spec: str = ".3f") -> str:
 
 
 SMOKE_RUN_LINE = (
-    "a smoke run: it proves every stage works, not alignment (too little training to move the "
-    "scores); reports/gpu-example/ shows a real run"
+    "a smoke run: 12 CPU training steps show the pipeline working and can shift style, not "
+    "teach medicine; reports/gpu-example/ shows a real run"
 )
 
 

@@ -170,11 +170,12 @@ def change_lines(paired: pd.DataFrame, largest: bool) -> list[str]:
 
 
 SMOKE_RUN_NOTICE = [
-    "> **A smoke run.** This recipe (`report.smoke_run: true`, as the embedded default) shows "
-    "that every stage of the pipeline works, on a CPU in minutes; its training is far too short "
-    "to move the scores, so differences near zero and a failed release gate are what it is "
-    "expected to show. For what alignment does, see the GPU example run "
-    "(`reports/gpu-example/` in the repository).",
+    "> **A smoke run.** This recipe (`report.smoke_run: true`, as the embedded default) is a "
+    "short CPU run that shows every stage of the pipeline working: 12 GRPO steps of 16 "
+    "completions on a 135M model. That can shift the model's style in ways the judge scores "
+    "(staying in scope: Dharma), not teach it medicine, so read its verdict and gate in that "
+    "light. For what alignment does, see the GPU example run (`reports/gpu-example/` in the "
+    "repository).",
     "",
 ]
 

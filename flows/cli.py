@@ -8,14 +8,15 @@ import sys
 from argen import cli, console
 
 
-def run_with_prefect(config, recipe: str) -> str:
-    """`argen run`: the pipeline flow, in Prefect's ephemeral mode unless a server is set; prints
-    how the release ended (Promoted, Gate failed, Lost to champion), the verdict and the report."""
+def run_with_prefect(config, recipe: str, overrides: list[str]) -> str:
+    """`argen run`: the pipeline flow, in Prefect's ephemeral mode unless a server is set, with
+    the command's `--set` overrides; prints how the release ended (Promoted, Gate failed, Lost
+    to champion), the verdict and the report."""
     os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "argen")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     from flows.pipeline import pipeline
 
-    state = pipeline(recipe=recipe, return_state=True)
+    state = pipeline(recipe=recipe, overrides=list(overrides), return_state=True)
     return console.final_lines(state.name, state.message, state.result())
 
 

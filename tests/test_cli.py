@@ -29,8 +29,14 @@ def test_missing_sources_are_named(tmp_path, capsys):
 
 def test_run_driver_and_extra_commands_can_be_plugged_in(capsys):
     calls = []
-    assert cli.main(["run"], run=lambda config, recipe: calls.append(recipe) or "done") == 0
-    assert calls == ["default"]
+
+    def driver(config, recipe, overrides):
+        calls.append((recipe, overrides, config.train.seed))
+        return "done"
+
+    assert cli.main(["run"], run=driver) == 0
+    assert cli.main(["run", "--set", "train.seed=1"], run=driver) == 0
+    assert calls == [("default", [], 0), ("default", ["train.seed=1"], 1)]
     extra = {"hello": lambda config, recipe: f"hello {recipe}"}
     assert cli.main(["hello", "--recipe", "gpu"], extra=extra) == 0
     assert capsys.readouterr().out.strip().endswith("hello gpu")
@@ -86,3 +92,19 @@ def test_out_as_the_current_directory_is_a_clean_error(tmp_path, monkeypatch, ca
     assert "is the current directory or contains it" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here", "s.jsonl"]
     assert not list(here.iterdir())
+
+
+def test_argen_run_hands_its_overrides_to_the_pipeline_flow(monkeypatch):
+    import flows.cli
+    import flows.pipeline
+
+    seen = {}
+
+    def flow(recipe, overrides, return_state):
+        seen.update(recipe=recipe, overrides=overrides)
+        raise SystemExit(0)  # stop before the report: only the hand-over is under test
+
+    monkeypatch.setattr(flows.pipeline, "pipeline", flow)
+    with pytest.raises(SystemExit):
+        flows.cli.run_with_prefect(None, "default", ["train.seed=1"])
+    assert seen == {"recipe": "default", "overrides": ["train.seed=1"]}
