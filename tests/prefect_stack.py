@@ -109,6 +109,9 @@ def recipe(tmp_path_factory, judge_server):
                 },
                 "generation": {"max_new_tokens": 8, "batch_size": 4},
                 "train": {
+                    # Orchestration, caching and release are under test, not learning: a small
+                    # step keeps each run's model next to the base whatever the default's rate.
+                    "learning_rate": 5.0e-5,
                     "max_steps": 2,
                     "num_generations": 2,
                     "prompts_per_step": 2,
