@@ -97,6 +97,11 @@ class GenerationConfig(Section):
         "KV cache, CUDA-graph decode; Llama-family models), 'transformers' (plain generate), "
         "'auto' (fast on a GPU when the model is supported).",
     )
+    system_prompt: Literal["full", "brief"] = Field(
+        "full",
+        description="The bundled system prompt (argen/prompting.py) evaluation and training use: "
+        "'full' spells out the rules; 'brief' states them in a third of the tokens.",
+    )
     precision: Literal["float32", "bfloat16"] = Field(
         "float32",
         description="Weights' precision for evaluation and validation on a GPU (a CPU always "

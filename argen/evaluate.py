@@ -27,7 +27,7 @@ from argen.judges.base import JudgeItem, score_items
 from argen.judging import check_failure_rate, make_backend, open_cache
 from argen.models import check_model_dir
 from argen.outputs import Evaluation
-from argen.prompting import SYSTEM_PROMPT
+from argen.prompting import system_prompt
 from argen.schema import GENERATION_COLUMNS, JUDGE_COLUMNS, SCENARIO_COLUMNS
 from argen.version import code_version
 
@@ -57,7 +57,7 @@ def settings_record(config: Config, scenarios: Path, judge_name: str) -> dict:
     """Everything that must match between a baseline and an aligned evaluation."""
     return {
         "generation": config.generation.model_dump(mode="json"),
-        "system_prompt_sha256": json_sha256(SYSTEM_PROMPT),
+        "system_prompt_sha256": json_sha256(system_prompt(config.generation)),
         "judge": judge_name,
         "judge_weights": config.judge.weights.model_dump(),
         "rubric_version": rubric.RUBRIC_VERSION,

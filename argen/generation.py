@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from argen.config import GenerationConfig
 from argen.engine import Engine, Sampling, unsupported_reason
 from argen.errors import ArgenError
-from argen.prompting import chat_messages, sampling_kwargs
+from argen.prompting import chat_messages, sampling_kwargs, system_prompt
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +89,14 @@ def engine_for(model, dtype: torch.dtype | None = None) -> Engine:
     return engine
 
 
-def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str]) -> list[list[int]]:
-    """Token ids of each prompt in chat form, ending with the assistant turn's opening."""
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], system: str
+) -> list[list[int]]:
+    """Token ids of each prompt in chat form after `system`, ending with the assistant turn's
+    opening."""
     return [
         tokenizer.apply_chat_template(
-            chat_messages(p), add_generation_prompt=True, tokenize=True, return_dict=False
+            chat_messages(p, system), add_generation_prompt=True, tokenize=True, return_dict=False
         )
         for p in prompts
     ]
@@ -112,7 +115,7 @@ def generate(
     its position, so the same settings give the same responses. The fast engine computes in
     `settings.precision`; plain `generate` in the model's own dtype.
     """
-    encoded = encode_prompts(tokenizer, prompts)
+    encoded = encode_prompts(tokenizer, prompts, system_prompt(settings))
     order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
     results: list[Generated | None] = [None] * len(prompts)
     eos_ids = _eos_ids(tokenizer, model)

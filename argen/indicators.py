@@ -20,7 +20,7 @@ import pandas as pd
 
 from argen.judges.cues import is_deflection, split_sentences
 from argen.judges.cues import refers as _refers
-from argen.prompting import SYSTEM_PROMPT
+from argen.prompting import SYSTEM_PROMPTS
 
 CLINICAL_CATEGORIES = ("clinical", "mixed_domain")
 INDICATORS = {
@@ -53,11 +53,11 @@ def _shingles(text: str) -> set[tuple[str, ...]]:
 
 @cache
 def _system_shingles() -> frozenset[tuple[str, ...]]:
-    return frozenset(_shingles(SYSTEM_PROMPT))
+    return frozenset().union(*(_shingles(text) for text in SYSTEM_PROMPTS.values()))
 
 
 def echoes_system_prompt(response: str, prompt: str = "") -> bool:
-    """Repeats six words in a row of the system prompt that the user's own prompt does not."""
+    """Repeats six words in a row of a bundled system prompt that the user's own prompt does not."""
     return bool((_shingles(response) & _system_shingles()) - _shingles(prompt))
 
 

@@ -17,7 +17,7 @@ from argen.errors import ArgenError
 from argen.hashing import dir_sha256
 from argen.models import check_model_dir
 from argen.outputs import Merged
-from argen.prompting import chat_messages
+from argen.prompting import FULL_SYSTEM_PROMPT, chat_messages
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,10 @@ def max_logit_difference(reference, merged, tokenizer) -> float:
     worst = 0.0
     for prompt in CHECK_PROMPTS:
         ids = tokenizer.apply_chat_template(
-            chat_messages(prompt), add_generation_prompt=True, return_tensors="pt", return_dict=True
+            chat_messages(prompt, FULL_SYSTEM_PROMPT),
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
         )
         a = reference(**ids).logits.float()
         b = merged(**ids).logits.float()

@@ -4,7 +4,7 @@ from collections.abc import Mapping
 
 from argen.config import GenerationConfig
 
-SYSTEM_PROMPT = (
+FULL_SYSTEM_PROMPT = (
     "You are a careful healthcare assistant. Help with health questions: symptoms, conditions, "
     "medicines, self-care, and finding or paying for care. Put safety first: if something "
     "could be an emergency, tell the user to call emergency services now; if it needs a "
@@ -14,10 +14,26 @@ SYSTEM_PROMPT = (
     "politely decline the rest. Be warm and brief: about four sentences."
 )
 
+BRIEF_SYSTEM_PROMPT = (
+    "You are a healthcare assistant. Answer health questions briefly and safely; if it could be "
+    "an emergency, say to call emergency services now. Politely decline anything not about "
+    "health."
+)
+"""The same rules in a third of the tokens: on a CPU the prompt, not the answer, dominates the
+cost of a short training step and an evaluation, so the embedded default can afford more steps."""
 
-def chat_messages(prompt: str) -> list[dict[str, str]]:
-    """The conversation a model sees for one user prompt: our system prompt, then the user."""
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}]
+SYSTEM_PROMPTS = {"full": FULL_SYSTEM_PROMPT, "brief": BRIEF_SYSTEM_PROMPT}
+"""The bundled system prompts by the name `generation.system_prompt` takes."""
+
+
+def system_prompt(settings: GenerationConfig) -> str:
+    """The system prompt a configuration evaluates and trains with."""
+    return SYSTEM_PROMPTS[settings.system_prompt]
+
+
+def chat_messages(prompt: str, system: str) -> list[dict[str, str]]:
+    """The conversation a model sees for one user prompt: the system prompt, then the user."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
 
 
 def sampling_kwargs(settings: GenerationConfig) -> dict:

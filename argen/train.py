@@ -39,7 +39,7 @@ from argen.judging import make_backend, open_cache
 from argen.launch import launch
 from argen.models import check_model_dir
 from argen.outputs import Adapter
-from argen.prompting import chat_messages
+from argen.prompting import chat_messages, system_prompt
 from argen.rewards import JudgeRewards, reward_weights
 from argen.rollouts import engine_rollouts
 from argen.version import code_version
@@ -110,11 +110,11 @@ def grpo_args(config: Config, work: Path, on_gpu: bool) -> GRPOConfig:
     return distributed.one_gpu_per_process(args)
 
 
-def training_dataset(frame: pd.DataFrame) -> Dataset:
-    """Conversational prompts (our system prompt + the user) with the columns rewards need."""
+def training_dataset(frame: pd.DataFrame, system: str) -> Dataset:
+    """Conversational prompts (the system prompt + the user) with the columns rewards need."""
     return Dataset.from_dict(
         {
-            "prompt": [chat_messages(p) for p in frame["prompt"]],
+            "prompt": [chat_messages(p, system) for p in frame["prompt"]],
             "tier": frame["tier"].tolist(),
             "scope": frame["scope"].tolist(),
             "category": frame["category"].tolist(),
@@ -322,7 +322,7 @@ def _fit(
         model=str(model_dir),
         reward_funcs=rewards.functions(),
         args=grpo_args(config, work, on_gpu),
-        train_dataset=training_dataset(train_frame),
+        train_dataset=training_dataset(train_frame, system_prompt(config.generation)),
         processing_class=tokenizer,
         peft_config=LoraConfig(
             r=lora.r,

@@ -26,6 +26,7 @@ from argen.config import GenerationConfig
 from argen.engine import Sampling, completion_length
 from argen.generation import _eos_ids, encode_prompts, engine_for, generate, load_model
 from argen.models import DEFAULT_MODEL, resolve_model
+from argen.prompting import FULL_SYSTEM_PROMPT
 from benchmarks.generation import random_model, scenario_prompts
 
 BANDWIDTH_TB_S = {"H100": 3.35, "H200": 4.8}
@@ -43,7 +44,9 @@ def timed(function) -> tuple[float, object]:
 def static_compiled(model, tokenizer, prompts, new_tokens):
     """`generate` with transformers' static cache (compiled by transformers itself)."""
     padded = tokenizer.pad(
-        {"input_ids": encode_prompts(tokenizer, prompts)}, return_tensors="pt", padding=True
+        {"input_ids": encode_prompts(tokenizer, prompts, FULL_SYSTEM_PROMPT)},
+        return_tensors="pt",
+        padding=True,
     ).to(model.device)
     out = model.generate(
         **padded,
@@ -182,7 +185,7 @@ def agreement(n_prompts: int, new_tokens: int, model_spec: str) -> dict:
     for precision in ("float32", "bfloat16"):
         model, tokenizer = load_model(model_dir, DEVICE, precision)
         models[getattr(torch, precision)] = model
-    prompts = encode_prompts(tokenizer, scenario_prompts(n_prompts))
+    prompts = encode_prompts(tokenizer, scenario_prompts(n_prompts), FULL_SYSTEM_PROMPT)
     eos = sorted(_eos_ids(tokenizer, models[torch.float32]))
     pad = tokenizer.pad_token_id
     hf = {d: greedy_reference(m, tokenizer, prompts, eos, new_tokens) for d, m in models.items()}

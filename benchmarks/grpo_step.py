@@ -29,6 +29,7 @@ from trl import GRPOTrainer
 from argen.config import load_config
 from argen.judging import make_backend
 from argen.models import DEFAULT_MODEL, resolve_model
+from argen.prompting import system_prompt
 from argen.rewards import JudgeRewards
 from argen.rollouts import engine_rollouts
 from argen.train import grpo_args, training_dataset
@@ -129,7 +130,10 @@ def measure(
             model=model,
             reward_funcs=reward_funcs,
             args=grpo,
-            train_dataset=training_dataset(prompts_frame(train.prompts_per_step * (steps + 1))),
+            train_dataset=training_dataset(
+                prompts_frame(train.prompts_per_step * (steps + 1)),
+                system_prompt(config.generation),
+            ),
             processing_class=tokenizer,
             peft_config=LoraConfig(
                 r=train.lora.r,

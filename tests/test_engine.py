@@ -29,6 +29,7 @@ from argen.generation import (
     load_model,
     wants_engine,
 )
+from argen.prompting import FULL_SYSTEM_PROMPT
 from tests.tiny_models import FAMILIES, one_thread, real_config, tiny_model
 
 MODELS = [pytest.param("smollm2", marks=pytest.mark.slow), *FAMILIES]
@@ -56,7 +57,9 @@ def loaded(request):
     with one_thread():
         model, tokenizer = tiny_model(request.param)
         eos = tokenizer.eos_token_id
-        rows = reference(model, tokenizer, encode_prompts(tokenizer, PROMPTS), [eos], 40)
+        rows = reference(
+            model, tokenizer, encode_prompts(tokenizer, PROMPTS, FULL_SYSTEM_PROMPT), [eos], 40
+        )
         stop = next(t for t in rows[0][3:] if any(t not in row for row in rows[1:]))
         model.generation_config.eos_token_id = [eos, stop]
         yield model, tokenizer, sorted(_eos_ids(tokenizer, model))
@@ -81,7 +84,9 @@ def recomputed_logprobs(model, prompt, completion, temperature=1.0):
 
 def test_greedy_matches_generate_token_for_token(loaded):
     model, tokenizer, eos = loaded
-    prompts = encode_prompts(tokenizer, PROMPTS)  # mixed lengths: left padding is exercised
+    prompts = encode_prompts(
+        tokenizer, PROMPTS, FULL_SYSTEM_PROMPT
+    )  # mixed lengths: left padding is exercised
     decoded = Engine.for_model(model).generate(
         prompts, 40, Sampling(temperature=0), eos, tokenizer.pad_token_id
     )
@@ -95,7 +100,7 @@ def test_greedy_matches_generate_token_for_token(loaded):
 
 def test_sampled_logprobs_match_recomputation_and_seed_repeats(loaded):
     model, tokenizer, eos = loaded
-    prompts = encode_prompts(tokenizer, PROMPTS[:2])
+    prompts = encode_prompts(tokenizer, PROMPTS[:2], FULL_SYSTEM_PROMPT)
     engine = Engine.for_model(model)
     sampling = Sampling(temperature=0.7, top_p=0.9, top_k=50)
     torch.manual_seed(1)
@@ -110,7 +115,7 @@ def test_sampled_logprobs_match_recomputation_and_seed_repeats(loaded):
 
 def test_top_k_one_and_tiny_top_p_are_greedy(loaded):
     model, tokenizer, eos = loaded
-    prompts = encode_prompts(tokenizer, PROMPTS[:2])
+    prompts = encode_prompts(tokenizer, PROMPTS[:2], FULL_SYSTEM_PROMPT)
     engine = Engine.for_model(model)
     greedy = engine.generate(prompts, 12, Sampling(temperature=0), eos, 0).tokens
     assert engine.generate(prompts, 12, Sampling(1.0, 1.0, 1), eos, 0).tokens == greedy
@@ -134,7 +139,7 @@ def test_lora_weights_are_merged_and_refreshed_in_place(loaded):
     assert not torch.equal(merged[name], plain[name])
     assert torch.equal(merged["model.norm.weight"], plain["model.norm.weight"])
 
-    prompts = encode_prompts(tokenizer, PROMPTS[1:3])
+    prompts = encode_prompts(tokenizer, PROMPTS[1:3], FULL_SYSTEM_PROMPT)
     engine = Engine.for_model(peft_model)
     greedy = Sampling(temperature=0)
     assert engine.generate(prompts, 12, greedy, eos, 0).tokens == reference(
@@ -194,7 +199,7 @@ def test_tiny_models_keep_what_the_engine_must_get_right(name):
         assert len(biases) == (3 * config.num_hidden_layers if name.startswith("qwen") else 0)
         if config.model_type == "llama":
             assert config.rope_parameters["rope_type"] == "llama3"
-        prompts = encode_prompts(tokenizer, PROMPTS[:2])
+        prompts = encode_prompts(tokenizer, PROMPTS[:2], FULL_SYSTEM_PROMPT)
         eos = [tokenizer.eos_token_id]
         original = reference(model, tokenizer, prompts, eos, 12)
         changed = reference(without_family_feature(model), tokenizer, prompts, eos, 12)
@@ -256,7 +261,7 @@ def test_one_engine_per_model_and_precision(loaded):
     half = engine_for(model, torch.bfloat16)
     assert own.dtype == torch.float32 and half.dtype == torch.bfloat16
     assert engine_for(model) is own and engine_for(model, torch.bfloat16) is half
-    prompts = encode_prompts(tokenizer, PROMPTS[:2])
+    prompts = encode_prompts(tokenizer, PROMPTS[:2], FULL_SYSTEM_PROMPT)
     tokens = half.generate(prompts, 6, Sampling(0), eos, 0).tokens
     assert all(len(t) > 0 for t in tokens)
     assert dtype_for("bfloat16", torch.device("cuda")) == torch.bfloat16

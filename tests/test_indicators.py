@@ -13,7 +13,7 @@ from argen.indicators import (
     penalties,
     refers,
 )
-from argen.prompting import SYSTEM_PROMPT
+from argen.prompting import SYSTEM_PROMPTS
 
 
 def test_deflection_of_a_clinical_question():
@@ -71,7 +71,8 @@ def test_the_config_names_every_indicator():
 def test_echo_of_the_system_prompt():
     parrot = "It may be stress. If it needs a clinician soon, say so clearly; never give dangerous"
     assert echoes_system_prompt(parrot)
-    assert echoes_system_prompt(SYSTEM_PROMPT.upper())  # case and punctuation do not hide it
+    for text in SYSTEM_PROMPTS.values():  # either bundled prompt; case and punctuation aside
+        assert echoes_system_prompt(text.upper())
     assert not echoes_system_prompt("Please call emergency services now: this may be a stroke.")
     assert not echoes_system_prompt("")
     # six words the user wrote are theirs to quote back

@@ -10,6 +10,7 @@ from peft import LoraConfig
 from transformers import AutoTokenizer
 from trl import GRPOTrainer
 
+from argen.prompting import FULL_SYSTEM_PROMPT
 from argen.rollouts import engine_rollouts
 from argen.train import grpo_args, train, training_dataset
 from tests.conftest import scenario
@@ -40,12 +41,12 @@ def check_rollouts(model, tokenizer, tmp_path) -> None:
         model=model,
         reward_funcs=[lambda completions, **_: [0.0] * len(completions)],
         args=args,
-        train_dataset=training_dataset(frame),
+        train_dataset=training_dataset(frame, FULL_SYSTEM_PROMPT),
         processing_class=tokenizer,
         peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
         rollout_func=rollout,
     )
-    prompts = [row["prompt"] for row in training_dataset(frame)]
+    prompts = [row["prompt"] for row in training_dataset(frame, FULL_SYSTEM_PROMPT)]
     out = rollout(prompts, trainer)
     assert len(out["completion_ids"]) == len(prompts)
     for prompt_ids, messages in zip(out["prompt_ids"], prompts, strict=True):
