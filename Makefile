@@ -11,7 +11,7 @@ CHROMIUM_STAMP := $(VENV)/.chromium
 POSTGRES_STAMP := $(VENV)/.postgres
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup run test lint format clean server model postgres
+.PHONY: setup run test quick lint format clean server model postgres
 
 setup: $(STAMP)
 
@@ -38,6 +38,7 @@ model: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -51,6 +52,10 @@ $(CHROMIUM_STAMP): $(STAMP)
 
 test: lint $(CHROMIUM_STAMP) $(POSTGRES_STAMP)
 	$(BIN)/pytest
+
+# The fast tier, for a developer's loop: no real model, no server (about two minutes).
+quick: $(STAMP)
+	$(BIN)/pytest -m "not slow" -q
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

@@ -77,7 +77,7 @@ def _remove(path: Path) -> None:
 def sweep_stale(folder: Path) -> list[Path]:
     """Remove temporaries in `folder` left by dead processes (or, when the owner cannot be
     checked, untouched for STALE_AGE_S); returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(folder.iterdir())
     except OSError:
@@ -225,6 +225,7 @@ def owned_dir(folder: Path) -> Iterator[Path]:
     """Hold `folder` (created if needed) as this process's work folder; a second process
     asking for the same folder waits until the first is done with it or dies."""
     fd = _lock(folder, wait=True)
+    assert fd is not None  # with `wait`, _lock returns only once it holds the lock
     try:
         yield folder
     finally:

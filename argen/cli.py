@@ -103,13 +103,13 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
 
 
 def cmd_curate(config: Config, out: Path | None) -> Path:
-    from argen.stages import run_curate
+    from argen.pipeline import run_curate
 
     return run_curate(config, out)
 
 
 def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
-    from argen.stages import run_curate, run_evaluate
+    from argen.pipeline import run_curate, run_evaluate
 
     scenarios = args.scenarios or CuratedSplits(run_curate(config)).test
     model = args.model or config.model.base
@@ -118,7 +118,7 @@ def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
 
 
 def cmd_train(config: Config, args: argparse.Namespace) -> Path:
-    from argen.stages import run_curate, run_train
+    from argen.pipeline import run_curate, run_train
 
     curated = CuratedSplits(args.scenarios or run_curate(config))
     model = args.model or config.model.base
@@ -126,13 +126,13 @@ def cmd_train(config: Config, args: argparse.Namespace) -> Path:
 
 
 def cmd_merge(config: Config, args: argparse.Namespace) -> Path:
-    from argen.stages import run_merge
+    from argen.pipeline import run_merge
 
     return run_merge(config, args.model or config.model.base, args.adapter, args.out)
 
 
 def cmd_report(config: Config, args: argparse.Namespace) -> Path:
-    from argen.stages import run_report
+    from argen.pipeline import run_report
 
     return run_report(config, args.baseline, args.aligned, args.out, args.training_log)
 
@@ -140,7 +140,7 @@ def cmd_report(config: Config, args: argparse.Namespace) -> Path:
 def cmd_run(config: Config, recipe: str, overrides: list[str]) -> str:
     """The pipeline without an orchestrator (the `argen` entry point swaps in the flow); the
     config already holds the `--set` overrides, which an orchestrator's driver is handed too."""
-    from argen.stages import run_pipeline
+    from argen.pipeline import run_pipeline
 
     outputs = run_pipeline(config, Path(recipe).stem)
     for stage, path in outputs.items():
@@ -168,7 +168,7 @@ def run_command(args: argparse.Namespace, run: Callable, extra: dict[str, Callab
     """What the parsed command prints on stdout (stage commands: their output directory)."""
     config = load_config(args.recipe, args.overrides)
     if getattr(args, "out", None) is not None:
-        from argen.stages import check_out
+        from argen.pipeline import check_out
 
         args.out = check_out(args.command, args.out, args.overwrite)
     if args.command == "config":

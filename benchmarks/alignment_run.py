@@ -19,11 +19,14 @@ import tarfile
 from pathlib import Path
 
 from argen.config import load_config
-from argen.stages import run_curate, run_evaluate, run_pipeline, run_report
+from argen.outputs import Adapter, CuratedSplits, Evaluation, Report
+from argen.pipeline import run_curate, run_evaluate, run_pipeline, run_report
 
 log = logging.getLogger("alignment_run")
 
 HOLDOUT = Path("data/holdout")
+PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
+"""The adapter's own files (peft's format), bundled beside its logs."""
 
 
 def holdout_split(config) -> Path:
@@ -33,7 +36,7 @@ def holdout_split(config) -> Path:
     held.curate.split = held.curate.split.model_copy(
         update={"train": 0.0, "validation": 0.0, "test": 1.0}
     )
-    return run_curate(held) / "test.parquet"
+    return CuratedSplits(run_curate(held)).test
 
 
 def headline(summary: dict) -> dict:
@@ -42,7 +45,7 @@ def headline(summary: dict) -> dict:
 
 
 def report_headline(report: Path) -> dict:
-    return headline(json.loads((report / "summary.json").read_text())) | {"report": str(report)}
+    return headline(Report(report).record()) | {"report": str(report)}
 
 
 def main() -> None:
@@ -60,8 +63,8 @@ def main() -> None:
     held_aligned = run_evaluate(config, str(paths["merge"]), held, "aligned")
     held_report = run_report(
         config,
-        held_baseline / "results.parquet",
-        held_aligned / "results.parquet",
+        Evaluation(held_baseline).results,
+        Evaluation(held_aligned).results,
         name=f"{args.name}-holdout",
     )
     print(
@@ -73,14 +76,11 @@ def main() -> None:
         with tarfile.open(args.bundle, "w:gz") as tar:
             tar.add(paths["report"], arcname="report")
             tar.add(held_report, arcname="report-holdout")
-            for name in (
-                "training_log.parquet",
-                "validation_log.parquet",
-                "manifest.json",
-                "adapter_config.json",
-                "adapter_model.safetensors",
-            ):
-                tar.add(paths["train"] / name, arcname=f"train/{name}")
+            adapter = Adapter(paths["train"])
+            for path in (adapter.training_log, adapter.validation_log, adapter.sidecar):
+                tar.add(path, arcname=f"train/{path.name}")
+            for name in PEFT_FILES:
+                tar.add(adapter.path / name, arcname=f"train/{name}")
             evaluations = {
                 "baseline": paths["baseline"],
                 "aligned": paths["aligned"],
@@ -88,8 +88,8 @@ def main() -> None:
                 "holdout-aligned": held_aligned,
             }
             for name, folder in evaluations.items():
-                for file in ("results.parquet", "summary.json"):
-                    tar.add(folder / file, arcname=f"{name}/{file}")
+                for path in (Evaluation(folder).results, Evaluation(folder).sidecar):
+                    tar.add(path, arcname=f"{name}/{path.name}")
 
 
 if __name__ == "__main__":

@@ -28,11 +28,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from argen.indicators import INDICATORS
-from argen.judges.rubric import combined
+from argen.evaluation.indicators import INDICATORS
+from argen.judging.rubric import combined
+from argen.outputs import Adapter, Report
 from benchmarks.alignment_run import headline
 
-VALIDATION_LOG = "train/validation_log.parquet"
+VALIDATION_LOG = f"train/{Adapter.VALIDATION_LOG}"
 MAX_RISE = 0.05
 """A variant whose kept checkpoint raises a gaming indicator by more than this is not chosen."""
 
@@ -54,7 +55,7 @@ def read_bundle(bundle: Path) -> tuple[list[dict], dict]:
     with tarfile.open(bundle) as tar:
         history = pd.read_parquet(io.BytesIO(tar.extractfile(VALIDATION_LOG).read()))
         headlines = {
-            split: headline(json.load(tar.extractfile(f"{folder}/summary.json")))
+            split: headline(json.load(tar.extractfile(f"{folder}/{Report.SIDECAR}")))
             for split, folder in (("test", "report"), ("holdout", "report-holdout"))
         }
     history["combined_default"] = combined(history)

@@ -23,10 +23,10 @@ from pathlib import Path
 import torch
 
 from argen.config import GenerationConfig
-from argen.engine import Sampling, completion_length
-from argen.generation import _eos_ids, encode_prompts, engine_for, generate, load_model
+from argen.generation.engine import Sampling, completion_length
+from argen.generation.generate import _eos_ids, encode_prompts, engine_for, generate, load_model
+from argen.generation.prompting import FULL_SYSTEM_PROMPT
 from argen.models import DEFAULT_MODEL, resolve_model
-from argen.prompting import FULL_SYSTEM_PROMPT
 from benchmarks.generation import random_model, scenario_prompts
 
 BANDWIDTH_TB_S = {"H100": 3.35, "H200": 4.8}

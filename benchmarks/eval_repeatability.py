@@ -4,7 +4,8 @@
 
 Starts `--processes` processes at once (as a sweep's variants share one GPU); each loads the
 packaged SmolLM2-135M-Instruct in each precision (`generation.precision`) and generates greedy
-responses to the same prompts twice through `argen.generation.generate`, the evaluation path.
+responses to the same prompts twice through `argen.generation.generate.generate`, the evaluation
+path.
 Reports, per precision, the share of identical responses within a process and across
 processes, the share of characters before the first divergence, and seconds per evaluation
 (the first includes compilation and graph capture).
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 
 from argen.config import GenerationConfig
-from argen.generation import generate, load_model, pick_device
+from argen.generation.generate import generate, load_model, pick_device
 from argen.models import DEFAULT_MODEL, resolve_model
 from benchmarks.engine import matched
 from benchmarks.generation import scenario_prompts

@@ -17,7 +17,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from argen.config import GenerationConfig
-from argen.generation import generate, load_model, pick_device
+from argen.generation.generate import generate, load_model, pick_device
 
 SHAPE_DIR = Path(__file__).parent / "smollm2_shape"
 SHAPES = {

@@ -3,7 +3,8 @@
     PYTHONPATH=. python3 -m benchmarks.grpo_scaling --model NAME_OR_DIR [--recipe gpu-qwen0.5b]
         [--steps 10] [--runs 1xB,2xB,2x2B,1xB/2] [--json out.json] [--set KEY=VALUE ...]
 
-Every run is the real training stage (`argen.train.train`; with ``train.num_processes`` 2 it
+Every run is the real training stage (`argen.training.train.train`; with ``train.num_processes`` 2
+it
 starts two ranks with accelerate) on the recipe's curated train split, rewarded by the recipe's
 judge (the local judge), from the same seed. A run ``NxB`` trains on N GPUs with the recipe's
 global batch (``train.prompts_per_step`` x ``train.num_generations`` completions a step),
@@ -18,7 +19,7 @@ Each run has a fresh Python process of its own: a one-process run sees only the 
 (``CUDA_VISIBLE_DEVICES``), a run of N processes sees all of them, and no run inherits another's
 CUDA memory, engines or compiled kernels. A run that fails (a diverged step, a rank's error,
 more than ``--run-timeout`` seconds) is recorded with its error and the ranks' gradient reports
-(`argen.divergence.NonFiniteGuard` with ``per_rank``: which rank's own gradients turned
+(`argen.training.divergence.NonFiniteGuard` with ``per_rank``: which rank's own gradients turned
 non-finite, in which parameters), and the next run goes on; the JSON is rewritten after every
 run, so a call cut short keeps the runs that finished.
 
@@ -48,8 +49,9 @@ import torch
 
 from argen.config import load_config
 from argen.models import resolve_model
-from argen.stages import run_curate
-from argen.train import train
+from argen.outputs import Adapter, CuratedSplits
+from argen.pipeline import run_curate
+from argen.training.train import train
 
 log = logging.getLogger("grpo_scaling")
 WARM_UP_STEPS = 2
@@ -89,7 +91,8 @@ def _per_step(steps: pd.DataFrame, column: str) -> list[float | None]:
 
 def summarize(out: Path, completions: int, wall: float) -> dict:
     """One run's figures from its training log and manifest."""
-    frame = pd.read_parquet(out / "training_log.parquet")
+    adapter = Adapter(out)
+    frame = pd.read_parquet(adapter.training_log)
     steps = frame.dropna(subset=["step_time"]).drop_duplicates("step", keep="last")
     timed = steps[steps["step"] > WARM_UP_STEPS]
     tokens = timed["completions/mean_length"] * completions
@@ -99,8 +102,8 @@ def summarize(out: Path, completions: int, wall: float) -> dict:
     spread = np.sqrt(((rewards - slope * at - intercept) ** 2).sum() / max(len(at) - 2, 1))
     slope_error = spread / np.sqrt(((at - at.mean()) ** 2).sum())
     norms = [v for v in _per_step(steps, "grad_norm") if v is not None]
-    validation = pd.read_parquet(out / "validation_log.parquet")
-    manifest = json.loads((out / "manifest.json").read_text())
+    validation = pd.read_parquet(adapter.validation_log)
+    manifest = adapter.record()
     return {
         "completions_per_step": completions,
         "step_s": float(timed["step_time"].mean()),
@@ -153,7 +156,7 @@ def table(runs: dict) -> str:
 
 def run_one(args) -> None:
     """In a run's own process: train, then write its figures (or its error) to ``--result``."""
-    logging.getLogger("argen.launch").setLevel(logging.DEBUG)  # the ranks' warnings too
+    logging.getLogger("argen.training.launch").setLevel(logging.DEBUG)  # the ranks' warnings too
     base = load_config(args.recipe, args.overrides)
     overrides = run_overrides(args.one, base.train.prompts_per_step, args.steps, args.work)
     config = load_config(args.recipe, [*args.overrides, *overrides])
@@ -163,8 +166,8 @@ def run_one(args) -> None:
         train(
             config,
             Path(args.model),
-            args.curated / "train.parquet",
-            args.curated / "validation.parquet",
+            CuratedSplits(args.curated).train,
+            CuratedSplits(args.curated).validation,
             out,
         )
         completions = config.train.prompts_per_step * config.train.num_generations
@@ -203,7 +206,9 @@ def spawn(name: str, args, model_dir: Path, curated: Path) -> dict:
         text=True,
         errors="replace",
     )
-    timer = threading.Timer(args.run_timeout, process.kill)  # its ranks follow it (argen.launch)
+    timer = threading.Timer(
+        args.run_timeout, process.kill
+    )  # its ranks follow it (argen.training.launch)
     timer.start()
     for line in process.stdout:
         sys.stdout.write(line)

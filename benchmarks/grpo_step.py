@@ -27,12 +27,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOTrainer
 
 from argen.config import load_config
-from argen.judging import make_backend
+from argen.generation.prompting import system_prompt
+from argen.judging.scoring import make_backend
 from argen.models import DEFAULT_MODEL, resolve_model
-from argen.prompting import system_prompt
-from argen.rewards import JudgeRewards
-from argen.rollouts import engine_rollouts
-from argen.train import grpo_args, training_dataset
+from argen.training.rewards import JudgeRewards
+from argen.training.rollouts import engine_rollouts
+from argen.training.train import grpo_args, training_dataset
 from benchmarks.generation import SHAPE_DIR, shape_config
 
 

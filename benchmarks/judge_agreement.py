@@ -10,7 +10,7 @@ fitted by grouped k-fold cross-validation over prompts, and each response is sco
 fitted without its prompt. It prints, per reference judge, the out-of-fold figures (violation
 kappa, score Spearman, Spearman over the model variants' means) with 95% intervals from
 resampling prompts, for: the rules with their shipped numbers (hand-set, not fitted), the rules
-with numbers tuned in fold, the learned head (argen/judges/learned.py) fitted in fold, and the
+with numbers tuned in fold, the learned head (argen/judging/learned.py) fitted in fold, and the
 floor of two naive judges; then agreement tables and the Dharma violation confusion of each.
 `--write` refits on every row and saves what ships (learned_head.npz; with --tune, the numbers).
 `--direct` scores the rows once with the recipe's configured judge (e.g. an LLM judge, which
@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from argen.agreement import (
+from argen.config import load_config
+from argen.errors import ArgenError
+from argen.judging.agreement import (
     agreement_table,
     bootstrap_figures,
     confusion,
@@ -36,7 +38,7 @@ from argen.agreement import (
     sample_across_prompts,
     score_reference,
 )
-from argen.calibration import (
+from argen.judging.calibration import (
     CachedEncoder,
     fit_all,
     learned_fitter,
@@ -46,11 +48,9 @@ from argen.calibration import (
     rules_fitter,
     write_params,
 )
-from argen.config import load_config
-from argen.errors import ArgenError
-from argen.judges.learned import HEAD_FILE, LearnedHead, design_matrix, head_sha256
-from argen.judges.local import LocalParams
-from argen.judging import make_backend
+from argen.judging.learned import HEAD_FILE, LearnedHead, design_matrix, head_sha256
+from argen.judging.local import LocalParams
+from argen.judging.scoring import make_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = ROOT.parent / "shared/argen_judgments/calibration.jsonl"

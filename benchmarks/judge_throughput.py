@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from argen.config import JudgeConfig
-from argen.judges.base import JudgeItem, score_items
-from argen.judges.cache import JudgementCache
-from argen.judges.local import LocalJudge
-from argen.judges.openai import OpenAIJudge
+from argen.judging.base import JudgeItem, score_items
+from argen.judging.cache import JudgementCache
+from argen.judging.local import LocalJudge
+from argen.judging.openai import OpenAIJudge
 
 RESPONSES = [
     "Rest the knee, use ice, and see a doctor if it lasts more than a week.",

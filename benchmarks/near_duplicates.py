@@ -2,7 +2,7 @@
 
     python -m benchmarks.near_duplicates --n 250000
 
-Runs `argen.dedup.near_duplicates` (the step curation runs after embedding) on seeded random
+Runs `argen.data.dedup.near_duplicates` (the step curation runs after embedding) on seeded random
 unit vectors of MiniLM's width (384), with some planted close pairs so that both the
 near-duplicate and the related-group paths do work. It does not embed any text: embedding
 250,000 prompts with MiniLM is a separate, larger cost. Peak memory is reported twice: numpy's
@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from argen.dedup import BLOCK, near_duplicates
+from argen.data.dedup import BLOCK, near_duplicates
 
 DIM = 384
 

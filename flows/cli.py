@@ -22,20 +22,20 @@ def run_with_prefect(config, recipe: str, overrides: list[str]) -> str:
 
 def rollback(config, recipe: str) -> str:
     """Restore the recipe's model line's previous champion (recorded in its history)."""
-    from argen import registry
+    from argen.reporting import release
 
-    event = registry.rollback(config, registry.line_name(recipe))
+    event = release.rollback(config, release.line_name(recipe))
     return f"{event['line']} champion is {event['model_dir']} again (was {event['replaced']})"
 
 
 def champion(config, recipe: str) -> str:
     """Show the recipe's model line: its champion and its history of promotions and rollbacks."""
-    from argen import registry
+    from argen.reporting import release
 
-    line = registry.line_name(recipe)
-    events = registry.history(config, line)
+    line = release.line_name(recipe)
+    events = release.history(config, line)
     rows = [f"{e['at']} {e['event']:8} {e['model_dir']}" for e in events]
-    current = registry.champion(config, line)
+    current = release.champion(config, line)
     head = f"{line} champion: {current['model_dir'] if current else 'none yet'}"
     return "\n".join([head, *rows])
 
@@ -44,7 +44,7 @@ def notify_dataset(config, recipe: str) -> str:
     """Emit ``argen.dataset.updated`` when the scenario sources changed since the last notice."""
     from prefect.events import emit_event
 
-    from argen.curate import curate_key
+    from argen.data.curate import curate_key
 
     key = curate_key(config.curate)
     marker = config.storage.root / "last_dataset_key"

@@ -8,11 +8,13 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.deployments import run_deployment
 from prefect.states import Completed, State
 
-from argen import console, registry, stages
+from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 from argen.models import resolve_model
 from argen.outputs import CuratedSplits, Evaluation, Report
+from argen.pipeline import evaluate_out, is_complete, merge_out, run_pipeline, train_out
+from argen.reporting.release import champion, line_name, losses, promote
 from flows.common import JudgeBackend, form_overrides
 from flows.train import train_flow
 from tasks import stages as t
@@ -37,10 +39,10 @@ def train_and_merge(
     returns the adapter directory and the merged model's reference."""
     model_dir = resolve_model(config.model.base)
     splits = CuratedSplits(curated)
-    adapter = stages.train_out(config, model_dir, splits.train, splits.validation)
+    adapter = train_out(config, model_dir, splits.train, splits.validation)
     # The merge's key hashes the adapter's content: known before training only if it exists.
-    reused = stages.is_complete("train", adapter) and stages.is_complete(
-        "merge", stages.merge_out(config, model_dir, adapter)
+    reused = is_complete("train", adapter) and is_complete(
+        "merge", merge_out(config, model_dir, adapter)
     )
     name = config.orchestration.train_deployment
     if not name:
@@ -50,8 +52,8 @@ def train_and_merge(
         parameters["model"] = config.model.base
         with console.stage(f"train and merge on {name}", reused=reused) as span:
             on_deployment(name, parameters, config.orchestration.train_timeout_s)
-            merged = span.out = stages.merge_out(config, model_dir, adapter)
-    return adapter, {**t.ref("merge", merged), "reused": reused}
+            merged = span.out = merge_out(config, model_dir, adapter)
+    return adapter, t.ref("merge", merged, reused)
 
 
 def evaluate(
@@ -61,18 +63,18 @@ def evaluate(
     name = config.orchestration.evaluate_deployment
     if not name:
         return t.evaluate(config, model, test, label)
-    out = stages.evaluate_out(config, resolve_model(model), Path(test), label)
-    reused = stages.is_complete("evaluate", out)
+    out = evaluate_out(config, resolve_model(model), Path(test), label)
+    reused = is_complete("evaluate", out)
     parameters = {"model": model, "scenarios": test, "label": label, "recipe": recipe}
     parameters["overrides"] = overrides
     with console.stage(f"evaluate {label} on {name}", out, reused=reused):
         on_deployment(name, parameters, config.orchestration.stage_timeout_s)
-    return {**t.ref("evaluate", out), "reused": reused}
+    return t.ref("evaluate", out, reused)
 
 
 class PrefectStages:
     """The pipeline's stages as Prefect tasks, or as deployments on the recipe's work pools
-    (`stages.run_pipeline` keeps the order); remembers each stage's reference, so the report
+    (`argen.pipeline.run_pipeline` keeps the order); remembers each stage's reference, so the report
     artifact can say whether anything was recomputed."""
 
     def __init__(self, recipe: str, overrides: list[str]):
@@ -138,7 +140,7 @@ def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dic
     champion_results = str(Evaluation(judged["path"]).results)
     out = Path(t.report(config, champion_results, str(aligned), None, f"{line}-challenge")["path"])
     summary = Report(out).record()
-    worse = registry.losses(summary)
+    worse = losses(summary)
     rows = score_rows(summary)
     for row in rows:
         row["champion"], row["candidate"] = row.pop("baseline"), row.pop("aligned")
@@ -172,17 +174,17 @@ def release(config: Config, line: str, merged: Path, report_dir: Path, ctx: dict
         failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
         message = "release gate failed, the champion stays: " + "; ".join(failed)
         return outcome(GATE_FAILED, message, report_dir)
-    current = registry.champion(config, line)
+    current = champion(config, line)
     if current and current["model_dir"] == str(merged):
         return outcome("Completed", f"{merged} is already the {line} champion", report_dir)
     challenge_dir = None
     if current:
         challenge_dir = challenge(config, line, current, ctx["aligned"], ctx)
-        worse = registry.losses(Report(challenge_dir).record())
+        worse = losses(Report(challenge_dir).record())
         if worse:
             message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
             return outcome(LOST, message, report_dir)
-    registry.promote(config, line, merged, report_dir, challenge_dir)
+    promote(config, line, merged, report_dir, challenge_dir)
     return outcome(PROMOTED, f"{merged} is now the {line} champion", report_dir)
 
 
@@ -209,9 +211,9 @@ def pipeline(
     """
     extra = form_overrides(judge_backend, model, max_steps, overrides)
     config = load_config(recipe, extra)
-    line = registry.line_name(recipe)
+    line = line_name(recipe)
     runner = PrefectStages(recipe, extra)
-    outputs = stages.run_pipeline(config, line, runner)
+    outputs = run_pipeline(config, line, runner)
     report_dir = outputs["report"]
     summary = Report(report_dir).record()
     publish(report_dir, summary, runner.refs)

@@ -42,7 +42,7 @@ def write_scenarios(path: Path, rows: list[dict], split: str = "test") -> Path:
     """A scenarios parquet (the curated schema) from `scenario()` rows."""
     import pandas as pd
 
-    from argen.schema import SCENARIO_COLUMNS
+    from argen.data.schema import SCENARIO_COLUMNS
 
     full = [{"source": "test", "split": split, **row} for row in rows]
     pd.DataFrame(full, columns=list(SCENARIO_COLUMNS)).to_parquet(path)

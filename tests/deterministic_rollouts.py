@@ -42,6 +42,6 @@ def rollouts(tokenizer):
 
 def install() -> None:
     """Train with these rollouts wherever the fast engine's would be used."""
-    import argen.train
+    import argen.training.train
 
-    argen.train.engine_rollouts = rollouts
+    argen.training.train.engine_rollouts = rollouts

@@ -6,7 +6,6 @@ import logging
 import os
 import re
 import warnings
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -38,9 +37,9 @@ def emit_samples() -> None:
     logging.getLogger("httpx").info('HTTP Request: POST http://127.0.0.1:1/api/logs/ "201"')
     logging.getLogger("httpcore.connection").debug("connect_tcp.started")
     logging.getLogger("prefect.task_runs").info("Finished in state Completed()")
-    logging.getLogger("argen.curate").info("curated 40 scenarios")
-    logging.getLogger("argen.evaluate").info("generated 8/12", extra=console.UI_ONLY)
-    logging.getLogger("argen.train").debug("step 1 metrics")
+    logging.getLogger("argen.data.curate").info("curated 40 scenarios")
+    logging.getLogger("argen.evaluation.evaluate").info("generated 8/12", extra=console.UI_ONLY)
+    logging.getLogger("argen.training.train").debug("step 1 metrics")
     # a library's warning (not transformers': it stops propagation once imported, and keeps its
     # own stderr handler, so its warnings show either way)
     logging.getLogger("datasets_like.builder").warning("a real warning")
@@ -89,7 +88,7 @@ def test_log_lines_do_not_break_a_progress_bar(restore_logging):
     console.configure(stream=out)
     with tqdm(total=4, file=out, desc="generate") as bar:
         bar.update(1)
-        logging.getLogger("argen.evaluate").info("LINE")
+        logging.getLogger("argen.evaluation.evaluate").info("LINE")
         before, after = out.getvalue().split("LINE")
     assert re.fullmatch(r"\d\d:\d\d:\d\d ", before.split("\r")[-1])  # a row of its own
     assert after.startswith("\n")
@@ -213,7 +212,7 @@ def test_step_lines_replace_the_raw_metric_dict(restore_logging, capsys, disable
     from transformers import DefaultFlowCallback, PrinterCallback, ProgressCallback
     from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
 
-    from argen import steplog
+    from argen.training import steplog
 
     printer = PrinterCallback if disable_tqdm else ProgressCallback
     handler = CallbackHandler([DefaultFlowCallback, printer], None, None, None, None)
@@ -238,7 +237,7 @@ def test_step_lines_replace_the_raw_metric_dict(restore_logging, capsys, disable
 def test_trl_sample_table_only_with_verbose(restore_logging, capsys):
     from trl.trainer import grpo_trainer
 
-    from argen import steplog
+    from argen.training import steplog
 
     steplog.use_step_lines(FakeTrainer(SimpleNamespace(remove_callback=id, add_callback=id)))
     table = grpo_trainer.print_prompt_completions_sample
@@ -253,22 +252,28 @@ def test_trl_sample_table_only_with_verbose(restore_logging, capsys):
 
 def test_stage_tasks_run_between_stage_lines(restore_logging, tmp_path):
     """The Prefect pipeline's stages (tasks.stages._run) print the start and end lines, the
-    evaluation named by its label."""
+    evaluation named by its label; the end line says whether the library reused the output."""
     from argen.config import load_config
     from tasks import stages as t
 
+    target = tmp_path / "evaluate" / "k1"
+
     class Task:
+        def __init__(self, reused):
+            self.reused = reused
+
         def with_options(self, **options):
-            return lambda **parameters: t.ref(parameters["stage"], Path(parameters["out"]))
+            return lambda config, *args: t.ref("evaluate", target, self.reused)
 
     config = load_config("default", [])
     out = io.StringIO()
     console.configure(stream=out)
-    target = tmp_path / "evaluate" / "k1"
-    t._run(Task(), "evaluate", target, config=config, label="baseline")
+    t._run(Task(False), "evaluate baseline", config, "model", "test.parquet", "baseline")
+    t._run(Task(True), "evaluate baseline", config, "model", "test.parquet", "baseline")
     lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
     assert lines[0] == "evaluate baseline: started"
-    assert re.fullmatch(
-        rf"evaluate baseline: done in \d+\.\d s -> {re.escape(str(target))}", lines[1]
-    )
-    assert len(lines) == 2
+    path = re.escape(str(target))
+    assert re.fullmatch(rf"evaluate baseline: done in \d+\.\d s -> {path}", lines[1])
+    assert lines[2] == "evaluate baseline: started"
+    assert re.fullmatch(rf"evaluate baseline: reused \(\d+\.\d s\) -> {path}", lines[3])
+    assert len(lines) == 4

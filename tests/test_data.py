@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from argen.config import CurateConfig
-from argen.datacard import FORMS, HOLDOUT, SCENARIOS, card_text, check_row, halves, load_rows
-from argen.embeddings import embed
+from argen.data.datacard import FORMS, HOLDOUT, SCENARIOS, card_text, check_row, halves, load_rows
 from argen.errors import ArgenError
+from argen.judging.embeddings import embed
 from tests.conftest import REPO
 
 REQUIRED_TOPICS = (
@@ -52,7 +52,7 @@ def texts(rows: list[dict]) -> tuple[list[str], list[str]]:
 
 def test_committed_card_matches_the_files():
     current, wanted = card_text(REPO)
-    assert current == wanted, "data/README.md is stale: run python -m argen.datacard"
+    assert current == wanted, "data/README.md is stale: run python -m argen.data.datacard"
 
 
 def test_holdout_is_not_related_to_any_scenario_or_half(scenarios, holdout):

@@ -1,9 +1,10 @@
-"""The stage tasks' Prefect settings, without a server: results cached as plain JSON."""
-
-from pathlib import Path
+"""The stage tasks' Prefect settings, without a server: no Prefect cache (the library's keyed
+directories are the one cache), retries only for faults that can pass, the recipe's time limit."""
 
 import pytest
+from prefect.cache_policies import NO_CACHE
 
+from argen.config import load_config
 from argen.errors import ArgenError, JudgeOutage
 from tasks import stages as t
 
@@ -11,23 +12,12 @@ STAGE_TASKS = [t.curate_task, t.evaluate_task, t.train_task, t.merge_task, t.rep
 
 
 @pytest.mark.parametrize("stage_task", STAGE_TASKS, ids=lambda task: task.name)
-def test_stage_results_are_cached_as_plain_json(stage_task):
-    """Every stage task persists its result with a JSON serializer that has no object hooks."""
-    serializer = stage_task.result_serializer
-    assert stage_task.persist_result is True
-    assert serializer is not None and serializer.type == "json"
-    result = t.ref("curate", Path("/tmp/art/curate/abc123"))
-    blob = serializer.dumps(result)
-    assert blob == b'{"stage": "curate", "path": "/tmp/art/curate/abc123", "key": "abc123"}'
-    assert serializer.loads(blob) == result
-
-
-def test_a_result_that_is_not_plain_json_is_refused():
-    """Objects are not smuggled into the cache (Prefect's default JSON hooks would encode them)."""
-    with pytest.raises(TypeError):
-        t.RESULT_SERIALIZER.dumps({"path": Path("/tmp/x")})
-    tagged = b'{"__class__": "pathlib.PosixPath", "data": "/tmp/x"}'
-    assert t.RESULT_SERIALIZER.loads(tagged) == {"__class__": "pathlib.PosixPath", "data": "/tmp/x"}
+def test_stage_tasks_cache_nothing_and_retry(stage_task):
+    """Prefect neither caches nor persists a stage's result: reuse is the library's alone."""
+    assert stage_task.cache_policy is NO_CACHE
+    assert stage_task.persist_result is False
+    assert stage_task.retries == 3
+    assert stage_task.retry_condition_fn is t.retry_unless_bad_input
 
 
 @pytest.mark.parametrize(
@@ -46,18 +36,23 @@ def test_retry_policy(error, retried):
     assert t.retry_unless_bad_input(None, None, Failed(data=error)) is retried
 
 
-def test_stage_tasks_get_the_recipes_time_limit(monkeypatch):
-    """`_run` gives the stage task the recipe's orchestration.stage_timeout_s."""
-    from argen.config import load_config
-
+@pytest.mark.parametrize("reused", [False, True])
+def test_stage_tasks_get_the_recipes_time_limit_and_say_whether_they_reused(tmp_path, reused):
+    """`_run` gives the stage task the recipe's orchestration.stage_timeout_s and hands on the
+    task's reference, which says whether the library reused the output."""
     seen = {}
 
     class Recorder:
         def with_options(self, **options):
             seen.update(options)
-            return lambda **parameters: t.ref(parameters["stage"], Path(parameters["out"]))
+            return lambda config, *args: t.ref("curate", tmp_path / "curate" / "k1", reused)
 
     config = load_config("default", ["orchestration.stage_timeout_s=42"])
-    result = t._run(Recorder(), "curate", Path("/nonexistent/curate/k1"), config=config)
-    assert seen == {"refresh_cache": True, "timeout_seconds": 42}
-    assert result["reused"] is False and result["key"] == "k1"
+    result = t._run(Recorder(), "curate", config)
+    assert seen == {"timeout_seconds": 42}
+    assert result == {
+        "stage": "curate",
+        "path": str(tmp_path / "curate" / "k1"),
+        "key": "k1",
+        "reused": reused,
+    }

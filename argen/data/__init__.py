@@ -1,0 +1,1 @@
+"""Scenario data: sources, validation, deduplication, stratified splits, the data card."""

@@ -1,0 +1,1 @@
+"""Generation: the system prompt and chat format, batched decoding, and the fast engine."""

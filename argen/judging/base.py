@@ -1,0 +1,116 @@
+"""One judge interface: score items into result rows, through the cache and the rubric.
+
+A backend turns (prompt, response) pairs into the judge's raw fields, or a `JudgeFailure` per
+pair. `score_items` adds the cache, the rubric maths and the bookkeeping every result carries
+(`judge_ok`, `judge_error`, `judge`, `rubric_version`). A failed judgement has NaN scores,
+never a default of zero.
+"""
+
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from argen.console import UI_ONLY
+from argen.judging import rubric
+from argen.judging.cache import JudgementCache, cache_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One response to judge, with the scenario facts the rubric needs."""
+
+    id: str
+    prompt: str
+    response: str
+    tier: str
+    scope: str
+
+
+class JudgeFailure(Exception):
+    """A judgement that could not be obtained after every retry."""
+
+
+class Backend(Protocol):
+    """What a judge backend provides."""
+
+    name: str
+    """Shown in results as ``judge``, e.g. ``openai/gpt-4o-mini`` or ``local/minilm-rules-1``."""
+
+    @property
+    def identity(self) -> Mapping:
+        """Everything that can change its judgements (model, URL, parameters), for cache keys."""
+        ...
+
+    async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
+        """Raw fields (``rubric.RAW_FIELDS``) or a failure for each (prompt, response)."""
+        ...
+
+
+BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",;}\]]+")
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with every secret (an API key) and any bearer token replaced by ``[REDACTED]``:
+    the one filter for error text a judge stores or logs (servers may quote the header)."""
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def failed_row(error: str) -> dict:
+    """The fields of a failed judgement: every raw field missing, NaN scores, the error (with
+    any bearer token redacted)."""
+    raw = {f: None for f in rubric.RAW_FIELDS}
+    return {**raw, **rubric.missing_scores(), "judge_ok": False, "judge_error": redact(error)}
+
+
+def scored_row(raw: Mapping, item: JudgeItem, weights: Mapping[str, float]) -> dict:
+    """The fields of a successful judgement: raw fields plus the rubric's derived scores."""
+    fields = {f: raw[f] for f in rubric.RAW_FIELDS}
+    scores = rubric.score(fields, item.tier, item.scope, weights)
+    return {**fields, **scores, "judge_ok": True, "judge_error": None}
+
+
+async def score_items(
+    backend: Backend,
+    items: Sequence[JudgeItem],
+    weights: Mapping[str, float] = rubric.DEFAULT_WEIGHTS,
+    cache: JudgementCache | None = None,
+) -> list[dict]:
+    """Judge every item (cached ones without a request); one result row per item, in order."""
+    identity = {**backend.identity, "rubric_version": rubric.RUBRIC_VERSION}
+    keys = [cache_key(identity, item.prompt, item.response) for item in items]
+    cached = cache.get_many(keys) if cache is not None else {}
+    todo = {key: item for key, item in zip(keys, items, strict=True) if key not in cached}
+    log.info(
+        "judging %d items with %s (%d cached)",
+        len(items),
+        backend.name,
+        len(items) - len(todo),
+        extra=UI_ONLY,
+    )
+    fresh: dict[str, Mapping | JudgeFailure] = {}
+    if todo:
+        pairs = [(item.prompt, item.response) for item in todo.values()]
+        fresh = dict(zip(todo, await backend.judge_many(pairs), strict=True))
+        if cache is not None:
+            cache.put_many(
+                backend.name, {k: v for k, v in fresh.items() if not isinstance(v, JudgeFailure)}
+            )
+    rows = []
+    for key, item in zip(keys, items, strict=True):
+        raw = cached[key] if key in cached else fresh[key]
+        row = (
+            failed_row(str(raw))
+            if isinstance(raw, JudgeFailure)
+            else scored_row(raw, item, weights)
+        )
+        rows.append(
+            {"id": item.id, **row, "judge": backend.name, "rubric_version": rubric.RUBRIC_VERSION}
+        )
+    return rows

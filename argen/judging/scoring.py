@@ -1,0 +1,63 @@
+"""Build the configured judge and score items with it: the entry point stages use."""
+
+import logging
+import math
+from collections.abc import Sequence
+
+from argen.config import Config, JudgeConfig
+from argen.errors import ArgenError, JudgeOutage
+from argen.judging.base import Backend
+from argen.judging.cache import JudgementCache
+
+log = logging.getLogger(__name__)
+
+
+def make_backend(config: JudgeConfig) -> Backend:
+    """The backend named by ``judge.backend``."""
+    if config.backend == "local":
+        from argen.judging.local import LocalJudge
+
+        return LocalJudge()
+    if config.backend == "openai":
+        from argen.judging.openai import OpenAIJudge
+
+        return OpenAIJudge(config)
+    raise ArgenError(f"unknown judge backend {config.backend!r} (expected local or openai)")
+
+
+def open_cache(config: Config) -> JudgementCache | None:
+    """The persistent judgement cache under the artifacts root (None when turned off)."""
+    if not config.judge.cache:
+        return None
+    return JudgementCache(config.storage.root / "judge_cache.sqlite")
+
+
+def check_failures(failed: int, total: int, limit: float, what: str, first_error: str) -> None:
+    """The one judge-failure policy: raise `JudgeOutage` when more than `limit` (the share
+    ``judge.max_failure_rate``) of `total` judgements failed, naming the rate and first error.
+
+    Every stage that judges applies it: evaluation over all its items, validation over each
+    pass, GRPO rewards over the whole run so far (`reward_check_due` says when)."""
+    rate = failed / total if total else 0.0
+    if rate > limit:
+        hint = "; the judge failed on all of them: check its configuration" if rate == 1 else ""
+        raise JudgeOutage(
+            f"judging {what} failed for {rate:.1%} of {total} items ({failed} failed{hint}), "
+            f"over the limit of {limit:.1%} (judge.max_failure_rate); first error: {first_error}"
+        )
+    if failed:
+        log.warning("judging %s: %.1f%% of judgements failed (excluded)", what, 100 * rate)
+
+
+def check_failure_rate(rows: Sequence[dict], limit: float, what: str) -> None:
+    """`check_failures` over result rows (``judge_ok``, ``judge_error``)."""
+    failed = [r["judge_error"] for r in rows if not r["judge_ok"]]
+    check_failures(len(failed), len(rows), limit, what, failed[0] if failed else "")
+
+
+def reward_check_due(failed: int, total: int, limit: float) -> bool:
+    """Whether a training run's cumulative reward failures are judged yet: once there are
+    enough judgements for one failure to be within the limit (``ceil(1 / limit)``, 20 at 5%),
+    so a single early failure does not end a run, or at once when every judgement failed."""
+    minimum = math.ceil(1 / limit - 1e-9) if limit > 0 else 1
+    return total >= minimum or (total > 0 and failed == total)

@@ -1,0 +1,286 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from argen.config import CurateConfig
+from argen.data.curate import assign_splits, curate, curate_frames
+from argen.data.schema import SCENARIO_COLUMNS, SPLITS
+from argen.errors import ArgenError
+from argen.hashing import file_sha256
+from argen.judging.embeddings import embed
+from tests.conftest import REPO, scenario, write_jsonl
+
+PARAPHRASES = [
+    (
+        "My knee hurts when I climb stairs, what could it be?",
+        "When I climb the stairs my knee hurts. What could be causing it?",
+    ),
+    (
+        "I have had a cough for three weeks and it's not getting better.",
+        "My cough has lasted three weeks and isn't improving.",
+    ),
+    ("How much water should I drink each day?", "How much water should I be drinking every day?"),
+]
+DISTINCT = [
+    "How much coffee is safe to drink each day?",
+    "My elbow hurts when I lift weights, what could it be?",
+    "What is the best way to treat a mild burn at home?",
+    "Which stocks should I buy this year?",
+]
+
+
+def config_for(*sources, **kw) -> CurateConfig:
+    return CurateConfig(sources=list(sources), **kw)
+
+
+def good_rows(n=3):
+    prompts = ["What is a fever?", "How do I treat a sprained ankle?", "Is coffee bad for me?"]
+    return [scenario(f"ok-{i}", prompts[i]) for i in range(n)]
+
+
+# ------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("bad_row", "message"),
+    [
+        (
+            {"id": "b1", "tier": "C", "scope": "S0", "category": "clinical"},
+            "line 4: missing or empty 'prompt'",
+        ),
+        (scenario("b1", "   "), "line 4: missing or empty 'prompt'"),
+        (scenario("b1", "Hi", tier="D"), "line 4: unknown tier 'D' (expected one of A, B, C)"),
+        (scenario("b1", "Hi", scope="S9"), "line 4: unknown scope 'S9'"),
+        (scenario("b1", "Hi", category="sports"), "line 4: unknown category 'sports'"),
+        (scenario("ok-0", "Another one"), "line 4: duplicate id 'ok-0' (first seen at"),
+        (scenario("b1", "x" * 2001), "line 4: prompt has 2001 characters, over the limit of 2000"),
+    ],
+)
+def test_bad_row_names_file_line_and_problem(tmp_path, bad_row, message):
+    source = write_jsonl(tmp_path / "s.jsonl", [*good_rows(), bad_row])
+    with pytest.raises(ArgenError) as err:
+        curate_frames(config_for(source))
+    assert f"{source} {message}" in str(err.value)
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(b'{"id": "a"}\n{"id": "b", "prompt": "caf\xe9"}\n')
+    with pytest.raises(ArgenError, match=r"s\.jsonl line 2: invalid UTF-8"):
+        curate_frames(config_for(source))
+
+
+def test_invalid_json_names_the_line(tmp_path):
+    source = tmp_path / "s.jsonl"
+    source.write_text(json.dumps(scenario("a", "Hi")) + "\n{not json\n")
+    with pytest.raises(ArgenError, match=r"s\.jsonl line 2: not valid JSON"):
+        curate_frames(config_for(source))
+
+
+def test_empty_file(tmp_path):
+    source = tmp_path / "s.csv"
+    source.write_text("")
+    with pytest.raises(ArgenError, match=r"s\.csv: file is empty"):
+        curate_frames(config_for(source))
+
+
+def test_unknown_format(tmp_path):
+    source = tmp_path / "s.txt"
+    source.write_text("hello")
+    with pytest.raises(ArgenError, match=r"s\.txt: unknown format '\.txt'"):
+        curate_frames(config_for(source))
+
+
+def test_every_problem_is_listed_in_one_message(tmp_path):
+    rows = [*good_rows(), scenario("x1", "Hi", tier="Z"), scenario("x2", "")]
+    source = write_jsonl(tmp_path / "s.jsonl", rows)
+    with pytest.raises(ArgenError, match=r"2 invalid scenario row\(s\)") as err:
+        curate_frames(config_for(source))
+    assert "line 4: unknown tier" in str(err.value)
+    assert "line 5: missing or empty 'prompt'" in str(err.value)
+
+
+def test_bad_input_writes_nothing_and_keeps_inputs(tmp_path):
+    source = write_jsonl(tmp_path / "s.jsonl", [*good_rows(), scenario("x", "Hi", tier="Q")])
+    before = file_sha256(source)
+    out = tmp_path / "out"
+    with pytest.raises(ArgenError):
+        curate(config_for(source), out)
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+    assert file_sha256(source) == before
+
+
+def test_drop_invalid_writes_rejects_with_reasons(tmp_path):
+    source = write_jsonl(tmp_path / "s.jsonl", [*good_rows(), scenario("x", "Hi", tier="Q")])
+    out = curate(config_for(source, drop_invalid=True), tmp_path / "out")
+    rejects = pd.read_parquet(out / "rejects.parquet")
+    assert rejects["problem"].tolist() == ["unknown tier 'Q' (expected one of A, B, C)"]
+    assert rejects["where"].tolist() == ["line 4"]
+    kept = pd.concat(pd.read_parquet(out / f"{s}.parquet") for s in SPLITS)
+    assert sorted(kept["id"]) == ["ok-0", "ok-1", "ok-2"]
+
+
+def test_csv_and_parquet_sources_normalise_the_same(tmp_path):
+    rows = [scenario("c1", "  What   is\na fever? ", tier="b", scope="s0", category="Clinical")]
+    pd.DataFrame(rows).to_csv(tmp_path / "a.csv", index=False)
+    rows2 = [scenario("p1", "How do I treat a sprained ankle?", source="manual")]
+    pd.DataFrame(rows2).to_parquet(tmp_path / "b.parquet")
+    frame = curate_frames(config_for(tmp_path)).scenarios.set_index("id")
+    assert frame.loc["c1", "prompt"] == "What is a fever?"
+    assert (frame.loc["c1", "tier"], frame.loc["c1", "scope"]) == ("B", "S0")
+    assert frame.loc["c1", "category"] == "clinical"
+    assert frame.loc["c1", "source"] == "a"  # defaults to the file's name
+    assert frame.loc["p1", "source"] == "manual"
+
+
+# ------------------------------------------------------------ dedupe
+
+
+def test_planted_paraphrases_are_caught_and_distinct_prompts_kept(tmp_path):
+    rows = [
+        scenario(f"p{i}{k}", text)
+        for i, pair in enumerate(PARAPHRASES)
+        for k, text in enumerate(pair)
+    ]
+    rows += [scenario(f"d{i}", text) for i, text in enumerate(DISTINCT)]
+    rows.append(scenario("e0", "how much WATER should i drink each day"))  # exact, up to case
+    curated = curate_frames(config_for(write_jsonl(tmp_path / "s.jsonl", rows)))
+    kept = set(curated.scenarios["id"])
+    assert kept == {"p00", "p10", "p20", *(f"d{i}" for i in range(len(DISTINCT)))}
+    dropped = curated.duplicates.set_index("id")
+    assert dropped.loc["e0", "kind"] == "exact"
+    assert dropped.loc["p01", "duplicate_of"] == "p00"
+    assert (dropped.loc[["p01", "p11", "p21"], "kind"] == "near").all()
+
+
+# ------------------------------------------------------------ the real data
+
+
+@pytest.fixture(scope="module")
+def curated_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("curated") / "out"
+    return curate(config_for(REPO / "data" / "scenarios"), out)
+
+
+def test_real_data_splits_schema_and_counts(curated_data):
+    frames = {s: pd.read_parquet(curated_data / f"{s}.parquet") for s in SPLITS}
+    for split, frame in frames.items():
+        assert tuple(frame.columns) == SCENARIO_COLUMNS
+        assert (frame["split"] == split).all()
+    everything = pd.concat(frames.values())
+    assert len(everything) >= 400
+    assert everything["id"].is_unique
+    assert (everything["category"] == "mixed_domain").mean() >= 0.25
+    manifest = json.loads((curated_data / "manifest.json").read_text())
+    assert manifest["counts"]["total"] == len(everything)
+    for name, digest in manifest["outputs"].items():
+        assert file_sha256(curated_data / name) == digest
+
+
+def test_related_prompts_never_straddle_splits(curated_data):
+    frame = pd.concat(pd.read_parquet(curated_data / f"{s}.parquet") for s in SPLITS)
+    vectors = embed(frame["prompt"].tolist())
+    similarity = vectors @ vectors.T
+    split = frame["split"].to_numpy()
+    related = similarity >= CurateConfig().related_threshold
+    assert not (related & (split[:, None] != split[None, :])).any()
+
+
+def test_same_inputs_and_seed_give_identical_bytes(curated_data, tmp_path):
+    again = curate(config_for(REPO / "data" / "scenarios"), tmp_path / "again")
+    for path in curated_data.iterdir():
+        assert path.read_bytes() == (again / path.name).read_bytes(), path.name
+
+
+def test_other_seed_gives_other_split(curated_data, tmp_path):
+    other = curate(config_for(REPO / "data" / "scenarios", seed=99), tmp_path / "other")
+    a = pd.read_parquet(curated_data / "test.parquet")["id"]
+    b = pd.read_parquet(other / "test.parquet")["id"]
+    assert set(a) != set(b)
+
+
+# ------------------------------------------------------------ split properties
+
+strata = st.lists(
+    st.tuples(
+        st.sampled_from("ABC"),
+        st.sampled_from(["S0", "S1", "S2", "S3"]),
+        st.sampled_from(["clinical", "mixed_domain", "adversarial"]),
+    ),
+    min_size=1,
+    max_size=120,
+)
+fractions = st.sampled_from(
+    [
+        {"train": 0.7, "validation": 0.1, "test": 0.2},
+        {"train": 0.8, "validation": 0.1, "test": 0.1},
+        {"train": 0.5, "validation": 0.25, "test": 0.25},
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=strata, fractions=fractions, seed=st.integers(0, 2**16))
+def test_each_stratum_is_split_within_one_item(keys, fractions, seed):
+    frame = pd.DataFrame(
+        [
+            {"id": f"s{i:04d}", "tier": t, "scope": s, "category": c}
+            for i, (t, s, c) in enumerate(keys)
+        ]
+    )
+    groups = np.arange(len(frame))
+    frame["split"] = assign_splits(frame, groups, fractions, seed).to_numpy()
+    for _, part in frame.groupby(["tier", "scope", "category"]):
+        for split in SPLITS:
+            assert abs((part["split"] == split).sum() - len(part) * fractions[split]) < 1 + 1e-9
+    assert frame.equals(
+        frame.assign(split=assign_splits(frame, groups, fractions, seed).to_numpy())
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(keys=strata, data=st.data())
+def test_groups_stay_in_one_split(keys, data):
+    frame = pd.DataFrame(
+        [
+            {"id": f"s{i:04d}", "tier": t, "scope": s, "category": c}
+            for i, (t, s, c) in enumerate(keys)
+        ]
+    )
+    groups = np.array(
+        data.draw(st.lists(st.integers(0, 15), min_size=len(frame), max_size=len(frame)))
+    )
+    split = assign_splits(frame, groups, {"train": 0.7, "validation": 0.1, "test": 0.2}, 1)
+    assert (pd.Series(split.to_numpy()).groupby(groups).nunique() == 1).all()
+
+
+# ------------------------------------------------------------ failing fast
+
+
+def test_invalid_source_fails_fast_without_importing_torch(tmp_path):
+    """`argen curate` on bad input names the problem before torch, TRL, transformers or the
+    sentence encoder are imported (they cost seconds and hundreds of MB)."""
+    source = write_jsonl(tmp_path / "s.jsonl", [*good_rows(), scenario("x", "Hi", tier="Q")])
+    script = (
+        "import sys\n"
+        "from flows.cli import main\n"
+        f"code = main(['curate', '--set', 'curate.sources=[{source}]', '--out', "
+        f"'{tmp_path / 'out'}'])\n"
+        "heavy = ['torch', 'trl', 'transformers', 'sentence_transformers', 'matplotlib']\n"
+        "print('LOADED', [m for m in heavy if m in sys.modules])\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"{source} line 4: unknown tier 'Q'" in done.stderr
+    assert "LOADED []" in done.stdout
+    assert not (tmp_path / "out").exists()

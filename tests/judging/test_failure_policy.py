@@ -1,0 +1,105 @@
+"""One judge-failure policy (`judge.max_failure_rate`) for evaluation, validation and rewards.
+
+The judge is the openai backend over real HTTP; the test server spoils the answers for chosen
+prompts, so a known share of judgements fails.
+"""
+
+import json
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from argen.errors import JudgeOutage
+from argen.evaluation.evaluate import read_scenarios
+from argen.judging.openai import OpenAIJudge
+from argen.judging.scoring import check_failures, reward_check_due
+from argen.training.validation import ValidationCallback
+from tests.training.test_train import split_file, tiny
+
+CHEST, CUT = "crushing chest pain", "small cut"  # two of the four prompts of `split_file`
+
+
+@pytest.fixture(autouse=True)
+def clean(server, monkeypatch):
+    server.reset()
+    monkeypatch.setenv("ARGEN_TEST_KEY", "k")
+
+
+def judge_overrides(server, limit: float) -> list[str]:
+    return [
+        "judge.backend=openai",
+        f"judge.base_url={server.base_url}",
+        "judge.api_key_env=ARGEN_TEST_KEY",
+        "judge.mode=combined",
+        "judge.invalid_retries=0",
+        "judge.cache=false",
+        f"judge.max_failure_rate={limit}",
+    ]
+
+
+def test_the_policy_names_the_rate_the_limit_and_the_first_error():
+    check_failures(1, 20, 0.05, "x", "boom")  # 5% is within 5%
+    with pytest.raises(JudgeOutage, match=r"judging x failed for 9\.5% of 21 items \(2 failed\), "):
+        check_failures(2, 21, 0.05, "x", "boom")
+    with pytest.raises(JudgeOutage, match=r"over the limit of 5\.0% .*; first error: boom"):
+        check_failures(2, 21, 0.05, "x", "boom")
+    with pytest.raises(JudgeOutage, match=r"100\.0% of 1 items \(1 failed; the judge failed"):
+        check_failures(1, 1, 0.0, "x", "boom")
+
+
+def test_rewards_are_checked_once_one_failure_is_within_the_limit():
+    assert not reward_check_due(1, 19, 0.05) and reward_check_due(1, 20, 0.05)
+    assert reward_check_due(3, 3, 0.05)  # every judgement failed: no need to wait
+    assert reward_check_due(0, 1, 0.0) and reward_check_due(1, 4, 0.25)
+
+
+@pytest.fixture(scope="module")
+def policy(default_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(default_model_dir)
+    return model, AutoTokenizer.from_pretrained(default_model_dir)
+
+
+def validator(server, tmp_path, policy, limit: float) -> ValidationCallback:
+    config = tiny(tmp_path, "train.validation_prompts=4", *judge_overrides(server, limit))
+    frame = read_scenarios(split_file(tmp_path / "val.parquet", "validation"))
+    _, tokenizer = policy
+    return ValidationCallback(config, OpenAIJudge(config.judge), frame, tokenizer, tmp_path / "b")
+
+
+def test_a_validation_pass_over_the_limit_stops_before_choosing(server, tmp_path, policy):
+    server.spoil_when = (CHEST,)
+    check = validator(server, tmp_path, policy, limit=0.05)
+    with pytest.raises(JudgeOutage, match=r"validation, step 3 failed for 25\.0% of 4 items"):
+        check.validate(policy[0], 3)
+    assert check.history == [] and not check.history_file.exists()
+    assert not (tmp_path / "b").exists()  # no adapter chosen from 3 of 4 items
+    assert len(server.requests) == 4
+
+
+def test_a_validation_pass_within_the_limit_is_recorded(server, tmp_path, policy):
+    server.spoil_when = (CHEST,)
+    check = validator(server, tmp_path, policy, limit=0.3)
+    record = check.validate(policy[0], 0)  # step 0: a reference, so no model is saved
+    assert record["n"] == 4 and record["judge_failures"] == 1
+    saved = json.loads(check.history_file.read_text())
+    assert [(h["step"], h["judge_failures"]) for h in saved] == [(0, 1)]
+    assert len(server.requests) == 4
+
+
+@pytest.mark.slow
+def test_training_with_too_many_reward_failures_stops(server, tmp_path, default_model_dir):
+    """Half the training prompts get no judgement (validation's two prompts are fine): the run
+    stops at step 1 or 2 with the rate, and leaves no adapter."""
+    server.spoil_when = (CHEST, CUT)
+    config = tiny(tmp_path, *judge_overrides(server, limit=0.3))
+    from argen.training.train import train
+
+    with pytest.raises(JudgeOutage, match=r"training rewards .* of [48] items .* limit of 30\.0%"):
+        train(
+            config,
+            default_model_dir,
+            split_file(tmp_path / "train.parquet", "train"),
+            split_file(tmp_path / "val.parquet", "validation"),
+            tmp_path / "adapter",
+        )
+    assert not (tmp_path / "adapter").exists()
