@@ -98,9 +98,9 @@ class GenerationConfig(Section):
         "'auto' (fast on a GPU when the model is supported).",
     )
     system_prompt: Literal["full", "brief"] = Field(
-        "full",
-        description="The bundled system prompt (argen/prompting.py) evaluation and training use: "
-        "'full' spells out the rules; 'brief' states them in a third of the tokens.",
+        "brief",
+        description="The bundled system prompt (argen/generation/prompting.py) evaluation and "
+        "training use: 'full' spells out the rules; 'brief' states them in a third of the tokens.",
     )
     precision: Literal["float32", "bfloat16"] = Field(
         "float32",
@@ -150,7 +150,8 @@ class LoraConfig(Section):
 
 
 Indicator = Literal["deflects_clinical", "refers_tier_c", "echoes_system_prompt"]
-"""The judge-gaming indicators (`argen.indicators`): gate rules and training penalties name them."""
+"""The judge-gaming indicators (`argen.evaluation.indicators`): gate rules and training penalties
+name them."""
 
 
 class TrainConfig(Section):
@@ -159,9 +160,9 @@ class TrainConfig(Section):
     num_generations: int = Field(4, ge=2, description="Completions per prompt (the group).")
     prompts_per_step: int = Field(4, gt=0, description="Distinct prompts per optimizer step.")
     gradient_accumulation_steps: int = Field(1, gt=0)
-    max_steps: int = Field(12, description="Optimizer steps; -1 trains num_train_epochs.")
+    max_steps: int = Field(20, description="Optimizer steps; -1 trains num_train_epochs.")
     num_train_epochs: float = Field(1.0, gt=0)
-    learning_rate: float = Field(5e-4, gt=0)
+    learning_rate: float = Field(1e-3, gt=0)
     warmup_steps: float = Field(
         0, ge=0, description="Warm-up steps; a value below 1 is a fraction of all steps."
     )
@@ -188,8 +189,8 @@ class TrainConfig(Section):
     seed: int = 0
     gradient_checkpointing: bool = False
     logging_steps: int = Field(1, gt=0)
-    save_steps: int = Field(6, gt=0, description="Checkpoint interval (optimizer steps).")
-    validation_steps: int = Field(6, gt=0, description="Score the validation split this often.")
+    save_steps: int = Field(10, gt=0, description="Checkpoint interval (optimizer steps).")
+    validation_steps: int = Field(20, gt=0, description="Score the validation split this often.")
     validation_prompts: int | None = Field(
         16, gt=0, description="Validation prompts scored each time (None: all)."
     )

@@ -148,7 +148,7 @@ def _number(value: float | None, spec: str = ".3f") -> str:
 
 
 SMOKE_RUN_LINE = (
-    "a smoke run: 12 CPU training steps show the pipeline working and can shift style, not "
+    "a smoke run: a few CPU training steps show the pipeline working and may shift style, not "
     "teach medicine; reports/gpu-example/ shows a real run"
 )
 
