@@ -12,7 +12,6 @@ the newest complete one, and only a finished run is moved to ``<out>``.
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ import pandas as pd
 import torch
 from datasets import Dataset
 from peft import LoraConfig, PeftModel
-from safetensors import SafetensorError, safe_open
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
 from transformers.trainer_callback import ExportableState
 from trl import GRPOConfig, GRPOTrainer
@@ -40,6 +38,7 @@ from argen.judging.scoring import make_backend, open_cache
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import distributed, steplog
+from argen.training.checkpoints import checkpoint_state, last_complete_checkpoint
 from argen.training.distributed import (
     RankTotals,
     RankValidation,
@@ -165,46 +164,11 @@ class JudgeCounts(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": {"totals": self.totals()}}
 
 
-CHECKPOINT = re.compile(r"checkpoint-(\d+)")
-CHECKPOINT_FILES = ("adapter_config.json", "adapter_model.safetensors", "optimizer.pt")
-
-
-def _checkpoint_state(folder: Path) -> dict | None:
-    """The trainer state of a checkpoint transformers finished writing, else None.
-
-    transformers writes trainer_state.json last (after weights, optimizer, scheduler and RNG
-    state), so a parsable one for the folder's own step means the rest was written."""
-    try:
-        state = json.loads((folder / "trainer_state.json").read_text())
-        with safe_open(folder / "adapter_model.safetensors", "pt"):
-            pass
-    except (OSError, ValueError, SafetensorError):
-        return None
-    named = CHECKPOINT.fullmatch(folder.name)
-    if named is None or state.get("global_step") != int(named.group(1)):
-        return None
-    files = [folder / name for name in CHECKPOINT_FILES] + [folder / "scheduler.pt"]
-    files += list(folder.glob("rng_state*.pth"))[:1] or [folder / "rng_state.pth"]
-    return state if all(f.is_file() and f.stat().st_size for f in files) else None
-
-
-def last_complete_checkpoint(work: Path) -> Path | None:
-    """The newest complete checkpoint in `work`. Newer ones whose writing was cut short are
-    removed with a warning; the resumed run writes them again."""
-    found = [p for p in work.glob("checkpoint-*") if CHECKPOINT.fullmatch(p.name) and p.is_dir()]
-    for folder in sorted(found, key=lambda p: int(p.name.split("-")[1]), reverse=True):
-        if _checkpoint_state(folder) is not None:
-            return folder
-        log.warning("skipping %s: its writing did not finish (stopped while saving)", folder)
-        shutil.rmtree(folder, ignore_errors=True)
-    return None
-
-
 def judge_counts(checkpoint: Path | None) -> dict | None:
     """The judgement totals saved in `checkpoint` (None without one)."""
     if checkpoint is None:
         return None
-    state = _checkpoint_state(checkpoint)
+    state = checkpoint_state(checkpoint)
     assert state is not None  # a checkpoint from last_complete_checkpoint
     saved = state["stateful_callbacks"].get(JudgeCounts.__name__)
     return saved["attributes"]["totals"] if saved else None

@@ -25,13 +25,9 @@ from argen.atomic import owned_dir, sweep_work_dirs
 from argen.config import load_config
 from argen.errors import ArgenError, JudgeOutage
 from argen.outputs import Merged
+from argen.training.checkpoints import last_complete_checkpoint
 from argen.training.merge import merge
-from argen.training.train import (
-    batch_shape,
-    last_complete_checkpoint,
-    spent_work_dir,
-    train,
-)
+from argen.training.train import batch_shape, spent_work_dir, train
 from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
@@ -257,7 +253,7 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_
     work = tmp_path / "adapter.partial"
     assert (work / "checkpoint-2" / "optimizer.pt").is_file()  # killed mid-checkpoint
     recorder = Recorder()
-    with caplog.at_level(logging.WARNING, logger="argen.training.train"):
+    with caplog.at_level(logging.WARNING, logger="argen.training.checkpoints"):
         train(load_config("default", overrides), tiny_model_dir, *splits, out, [recorder])
     assert "skipping" in caplog.text and "checkpoint-2" in caplog.text
     assert recorder.first_step == 1  # from checkpoint-1, the newest complete one
