@@ -44,8 +44,12 @@ def test_responses_keep_prompt_order_and_count_tokens(model_and_tokenizer):
     out = generate(model, tokenizer, PROMPTS, settings)
     alone = [generate(model, tokenizer, [p], settings)[0] for p in PROMPTS]
     assert [o.response for o in out] == [a.response for a in alone]  # greedy: batching is exact
-    encoded = encode_prompts(tokenizer, PROMPTS, FULL_SYSTEM_PROMPT)
+    encoded = encode_prompts(tokenizer, PROMPTS, system_prompt(settings))  # the configured one
     assert [o.n_prompt_tokens for o in out] == [len(e) for e in encoded]
+    full = generate(
+        model, tokenizer, PROMPTS, settings.model_copy(update={"system_prompt": "full"})
+    )
+    assert all(f.n_prompt_tokens > o.n_prompt_tokens + 50 for f, o in zip(full, out, strict=True))
     assert all(o.n_response_tokens <= 8 and o.seconds > 0 for o in out)
 
 
