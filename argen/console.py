@@ -112,8 +112,9 @@ class Span:
 
 @contextmanager
 def stage(name: str, out: Path | str | None = None, reused: bool = False) -> Iterator[Span]:
-    """One line when the stage starts and one when it ends, with its duration and output; a
-    reused stage (nothing to compute) gets the end line only."""
+    """One line when the stage starts and one when it ends, with its duration and output. A
+    stage known beforehand to be reused gets the end line only; one that learns it while
+    running (a Prefect task) sets ``span.reused``, and its end line says so."""
     span = Span(name, out, reused)
     if not reused:
         log.info("%s: started", name)
