@@ -5,10 +5,9 @@
 Starts `--processes` processes at once (as a sweep's variants share one GPU); each loads the
 packaged SmolLM2-135M-Instruct in each precision (`generation.precision`) and generates greedy
 responses to the same prompts twice through `argen.generation.generate.generate`, the evaluation
-path.
-Reports, per precision, the share of identical responses within a process and across
-processes, the share of characters before the first divergence, and seconds per evaluation
-(the first includes compilation and graph capture).
+path. Reports, per precision, the share of identical responses within a process and across
+processes, the share of characters before the first divergence, and seconds per evaluation (the
+first includes compilation and graph capture).
 """
 
 import argparse

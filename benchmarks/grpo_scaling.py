@@ -4,16 +4,14 @@
         [--steps 10] [--runs 1xB,2xB,2x2B,1xB/2] [--json out.json] [--set KEY=VALUE ...]
 
 Every run is the real training stage (`argen.training.train.train`; with ``train.num_processes`` 2
-it
-starts two ranks with accelerate) on the recipe's curated train split, rewarded by the recipe's
-judge (the local judge), from the same seed. A run ``NxB`` trains on N GPUs with the recipe's
-global batch (``train.prompts_per_step`` x ``train.num_generations`` completions a step),
-``Nx2B`` with twice as many prompts a step, ``1xB/2`` with half as many: the sampler's order of
-prompts depends only on the seed, so ``1xB/2`` trains at its steps 2k+1 and 2k+2 on exactly the
-prompts rank 0 and rank 1 of ``2xB`` get at step k+1, on one GPU and without any exchange
-between ranks (a control for a failure of ``2xB``: the batch, or the two processes).
-Validation and checkpoints are kept out of the way (one small validation pass before and after,
-one checkpoint at the end).
+it starts two ranks with accelerate) on the recipe's curated train split, rewarded by the recipe's
+judge (the local judge), from the same seed. A run ``NxB`` trains on N GPUs with the recipe's global
+batch (``train.prompts_per_step`` x ``train.num_generations`` completions a step), ``Nx2B`` with
+twice as many prompts a step, ``1xB/2`` with half as many: the sampler's order of prompts depends
+only on the seed, so ``1xB/2`` trains at its steps 2k+1 and 2k+2 on exactly the prompts rank 0 and
+rank 1 of ``2xB`` get at step k+1, on one GPU and without any exchange between ranks (a control for
+a failure of ``2xB``: the batch, or the two processes). Validation and checkpoints are kept out of
+the way (one small validation pass before and after, one checkpoint at the end).
 
 Each run has a fresh Python process of its own: a one-process run sees only the first GPU
 (``CUDA_VISIBLE_DEVICES``), a run of N processes sees all of them, and no run inherits another's

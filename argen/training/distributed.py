@@ -1,8 +1,7 @@
 """Rank helpers for GRPO spread over several processes of one machine (one per GPU).
 
 A rank started by `argen.training.launch` knows its place from the variables torchrun sets
-(``RANK``,
-``LOCAL_RANK``, ``WORLD_SIZE``). Outside such a launch every helper answers as the single
+(``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``). Outside such a launch every helper answers as the single
 process it is, so training in one process runs exactly as it did before.
 """
 

@@ -3,13 +3,12 @@
 `launch` runs in the process that holds the output's work folder (``<out>.partial``, see
 `argen.training.train.train`). It writes what the ranks need into that folder and starts
 ``accelerate launch`` with one process per GPU, each running ``python -m argen.training.launch
-SPEC``;
-TRL's GRPOTrainer is data-parallel under it. While the ranks train, rank 0's progress is relayed
-to the caller's callbacks and the ranks' output to this process's log; a rank's failure comes
-back as the same error class (`ArgenError`, `JudgeOutage`) or a RuntimeError with the output's
+SPEC``; TRL's GRPOTrainer is data-parallel under it. While the ranks train, rank 0's progress is
+relayed to the caller's callbacks and the ranks' output to this process's log; a rank's failure
+comes back as the same error class (`ArgenError`, `JudgeOutage`) or a RuntimeError with the output's
 tail. A launcher that dies takes its ranks with it: each rank watches the launcher and its own
-parent and stops when either is gone, and the next launch in the folder waits for leftover ranks
-(a shared lock every rank holds) before starting its own.
+parent and stops when either is gone, and the next launch in the folder waits for leftover ranks (a
+shared lock every rank holds) before starting its own.
 """
 
 import collections

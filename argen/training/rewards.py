@@ -5,9 +5,8 @@ judging task per batch, so each completion is judged once, not three times. A fa
 gives ``None`` (TRL skips it) and is counted in the ``judge_failures`` metric.
 
 The judge-failure policy (`argen.judging.scoring.check_failures`) applies to the run's cumulative
-count:
-after each batch, once `reward_check_due`, a failure share over ``judge.max_failure_rate`` stops
-training with a `JudgeOutage` before that batch is trained on.
+count: after each batch, once `reward_check_due`, a failure share over ``judge.max_failure_rate``
+stops training with a `JudgeOutage` before that batch is trained on.
 
 A run with `train.penalties` gets a fourth function, ``gaming``: minus the summed penalties of
 the judge-gaming signs a completion shows (`argen.evaluation.indicators`), weighted 1 beside the

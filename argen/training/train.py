@@ -1,12 +1,10 @@
 """GRPO training through TRL with a LoRA adapter: the train split in, an adapter directory out.
 
 Rewards are the judge's Ahimsa, Dharma and Helpfulness scores (`argen.training.rewards`), weighted
-by
-`judge.weights`; prompts are built by `argen.generation.prompting`, exactly as evaluation builds
-them.
-The adapter kept is the best by validation combined score (or the last); the test split is
-never read here. Checkpoints land in ``<out>.partial/``; the same config run again resumes from
-the newest complete one, and only a finished run is moved to ``<out>``.
+by `judge.weights`; prompts are built by `argen.generation.prompting`, exactly as evaluation builds
+them. The adapter kept is the best by validation combined score (or the last); the test split is
+never read here. Checkpoints land in ``<out>.partial/``; the same config run again resumes from the
+newest complete one, and only a finished run is moved to ``<out>``.
 """
 
 import json

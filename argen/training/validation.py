@@ -1,11 +1,10 @@
 """Periodic scoring on the validation split during training, and selection of the best adapter.
 
-Validation generates with the evaluation settings (`generation` section, greedy by default)
-and judges with the training judge, so the number that picks the adapter is the number the
-final evaluation reports, measured on prompts the test split never sees. Each pass applies the
-judge-failure policy (`argen.judging.scoring.check_failure_rate`) to its own items: a pass with
-more than
-``judge.max_failure_rate`` of its judgements failed stops training instead of choosing an
+Validation generates with the evaluation settings (`generation` section, greedy by default) and
+judges with the training judge, so the number that picks the adapter is the number the final
+evaluation reports, measured on prompts the test split never sees. Each pass applies the
+judge-failure policy (`argen.judging.scoring.check_failure_rate`) to its own items: a pass with more
+than ``judge.max_failure_rate`` of its judgements failed stops training instead of choosing an
 adapter from what is left.
 
 The adapter kept is the one with the best ``objective``: the combined score minus each
