@@ -158,9 +158,14 @@ class TrainConfig(Section):
     """GRPO (TRL) with a LoRA adapter. GRPO has no value model and no discount factor."""
 
     num_generations: int = Field(4, ge=2, description="Completions per prompt (the group).")
-    prompts_per_step: int = Field(4, gt=0, description="Distinct prompts per optimizer step.")
-    gradient_accumulation_steps: int = Field(1, gt=0)
-    max_steps: int = Field(20, description="Optimizer steps; -1 trains num_train_epochs.")
+    prompts_per_step: int = Field(8, gt=0, description="Distinct prompts per optimizer step.")
+    gradient_accumulation_steps: int = Field(
+        2,
+        gt=0,
+        description="Micro-batches per optimizer step: the same step in less memory (on a CPU, "
+        "the default's 32 completions in one micro-batch peaked at 20 GB, in two at 13 GB).",
+    )
+    max_steps: int = Field(8, description="Optimizer steps; -1 trains num_train_epochs.")
     num_train_epochs: float = Field(1.0, gt=0)
     learning_rate: float = Field(1e-3, gt=0)
     warmup_steps: float = Field(
@@ -189,8 +194,8 @@ class TrainConfig(Section):
     seed: int = 0
     gradient_checkpointing: bool = False
     logging_steps: int = Field(1, gt=0)
-    save_steps: int = Field(10, gt=0, description="Checkpoint interval (optimizer steps).")
-    validation_steps: int = Field(20, gt=0, description="Score the validation split this often.")
+    save_steps: int = Field(4, gt=0, description="Checkpoint interval (optimizer steps).")
+    validation_steps: int = Field(8, gt=0, description="Score the validation split this often.")
     validation_prompts: int | None = Field(
         16, gt=0, description="Validation prompts scored each time (None: all)."
     )
