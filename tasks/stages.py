@@ -60,22 +60,26 @@ def curate_task(config: Config) -> dict:
 
 @task(name="evaluate", task_run_name="evaluate {label}", **STAGE_TASK)
 def evaluate_task(config: Config, model: str, scenarios: str, label: str) -> dict:
-    out = pipeline.evaluate_out(config, resolve_model(model), Path(scenarios), label)
-    return ref("evaluate", *pipeline.keyed("evaluate", out, config, model, Path(scenarios), label))
+    model_dir = resolve_model(model)  # once: a packaged model's resolution hashes its file
+    out = pipeline.evaluate_out(config, model_dir, Path(scenarios), label)
+    inputs = (str(model_dir), Path(scenarios), label)
+    return ref("evaluate", *pipeline.keyed("evaluate", out, config, *inputs))
 
 
 @task(name="train", task_run_name="train on {curated}", **STAGE_TASK)
 def train_task(config: Config, model: str, curated: str, callbacks: tuple = ()) -> dict:
     splits = CuratedSplits(curated)
-    out = pipeline.train_out(config, resolve_model(model), splits.train, splits.validation)
-    inputs = (model, splits.train, splits.validation)
+    model_dir = resolve_model(model)
+    out = pipeline.train_out(config, model_dir, splits.train, splits.validation)
+    inputs = (str(model_dir), splits.train, splits.validation)
     return ref("train", *pipeline.keyed("train", out, config, *inputs, callbacks=callbacks))
 
 
 @task(name="merge", task_run_name="merge adapter into base", **STAGE_TASK)
 def merge_task(config: Config, model: str, adapter: str) -> dict:
-    out = pipeline.merge_out(config, resolve_model(model), Path(adapter))
-    return ref("merge", *pipeline.keyed("merge", out, config, model, Path(adapter)))
+    model_dir = resolve_model(model)
+    out = pipeline.merge_out(config, model_dir, Path(adapter))
+    return ref("merge", *pipeline.keyed("merge", out, config, str(model_dir), Path(adapter)))
 
 
 @task(name="report", task_run_name="report {name}", **STAGE_TASK)

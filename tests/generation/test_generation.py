@@ -1,3 +1,5 @@
+from typing import get_args
+
 import pytest
 
 from argen.config import GenerationConfig
@@ -34,6 +36,10 @@ def test_chat_messages_use_the_configured_system_prompt():
     assert system_prompt(GenerationConfig(system_prompt="brief")) == SYSTEM_PROMPTS["brief"]
     assert system_prompt(GenerationConfig()) == SYSTEM_PROMPTS[GenerationConfig().system_prompt]
     assert len(SYSTEM_PROMPTS["brief"]) < len(SYSTEM_PROMPTS["full"]) / 2
+    # the names the config accepts are exactly the bundled prompts
+    assert set(get_args(GenerationConfig.model_fields["system_prompt"].annotation)) == set(
+        SYSTEM_PROMPTS
+    )
     assert sampling_kwargs(GenerationConfig(temperature=0)) == {"do_sample": False}
     assert sampling_kwargs(GenerationConfig(temperature=0.7, top_p=0.9))["top_p"] == 0.9
 
