@@ -24,7 +24,7 @@ def dense_reference(vectors, threshold, related_threshold):
             best = int(np.argmax(similarity[i, kept]))
             if similarity[i, kept[best]] >= threshold:
                 duplicate_of[i] = kept[best]
-                best_similarity[i] = round(float(similarity[i, kept[best]]), 4)
+                best_similarity[i] = float(similarity[i, kept[best]])
                 continue
         kept.append(i)
     adjacency = csr_matrix(similarity[np.ix_(kept, kept)] >= related_threshold)
@@ -37,7 +37,10 @@ def assert_same_as_dense(vectors, threshold, related_threshold, block):
     found = near_duplicates(vectors, threshold, related_threshold, block=block)
     dropped = np.flatnonzero(found.duplicate_of >= 0)
     assert {int(i): int(found.duplicate_of[i]) for i in dropped} == duplicate_of
-    assert {int(i): round(float(found.similarity[i]), 4) for i in dropped} == similarity
+    # float32 sums split into other blocks differ in the last bits: compare within a tolerance,
+    # never after rounding (0.93635 rounds to 0.9363 or 0.9364 depending on the split)
+    found_similarity = {int(i): float(found.similarity[i]) for i in dropped}
+    assert found_similarity == pytest.approx(similarity, abs=1e-5)
     assert found.groups.tolist() == groups.tolist()
     return found
 
