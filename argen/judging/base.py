@@ -82,10 +82,14 @@ async def score_items(
     weights: Mapping[str, float] = rubric.DEFAULT_WEIGHTS,
     cache: JudgementCache | None = None,
 ) -> list[dict]:
-    """Judge every item (cached ones without a request); one result row per item, in order."""
+    """Judge every item (cached ones without a request); one result row per item, in order.
+
+    Every judgement is checked (`rubric.raw_problem`) before the maths: an invalid cached one
+    (a damaged or edited row) is a cache miss and judged again; an invalid fresh one is a
+    failure, never a score."""
     identity = {**backend.identity, "rubric_version": rubric.RUBRIC_VERSION}
     keys = [cache_key(identity, item.prompt, item.response) for item in items]
-    cached = cache.get_many(keys) if cache is not None else {}
+    cached = valid_cached(cache.get_many(keys)) if cache is not None else {}
     todo = {key: item for key, item in zip(keys, items, strict=True) if key not in cached}
     log.info(
         "judging %d items with %s (%d cached)",
@@ -97,7 +101,8 @@ async def score_items(
     fresh: dict[str, Mapping | JudgeFailure] = {}
     if todo:
         pairs = [(item.prompt, item.response) for item in todo.values()]
-        fresh = dict(zip(todo, await backend.judge_many(pairs), strict=True))
+        answers = await backend.judge_many(pairs)
+        fresh = {key: checked(raw) for key, raw in zip(todo, answers, strict=True)}
         if cache is not None:
             cache.put_many(
                 backend.name, {k: v for k, v in fresh.items() if not isinstance(v, JudgeFailure)}
@@ -114,3 +119,23 @@ async def score_items(
             {"id": item.id, **row, "judge": backend.name, "rubric_version": rubric.RUBRIC_VERSION}
         )
     return rows
+
+
+def checked(raw: Mapping | JudgeFailure) -> Mapping | JudgeFailure:
+    """A backend's answer, or a failure when its fields are not a valid judgement."""
+    if isinstance(raw, JudgeFailure):
+        return raw
+    problem = rubric.raw_problem(raw)
+    return JudgeFailure(f"invalid judgement: {problem}") if problem else raw
+
+
+def valid_cached(found: Mapping[str, object]) -> dict[str, Mapping]:
+    """The cached judgements that are valid; the others are misses, judged again."""
+    valid = {}
+    for key, raw in found.items():
+        problem = rubric.raw_problem(raw)
+        if problem:
+            log.warning("ignoring an invalid cached judgement (%s); judging it again", problem)
+        else:
+            valid[key] = raw
+    return valid

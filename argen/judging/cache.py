@@ -29,6 +29,14 @@ def cache_key(identity: Mapping, prompt: str, response: str) -> str:
     return json_sha256({"judge": dict(identity), "prompt": prompt, "response": response})
 
 
+def _decode(raw: object) -> object:
+    """A stored row's JSON value; None when the row is damaged (not JSON text)."""
+    try:
+        return json.loads(raw) if isinstance(raw, str | bytes) else None
+    except ValueError:
+        return None
+
+
 class JudgementCache:
     """Raw judge fields by cache key, in one SQLite file."""
 
@@ -42,16 +50,19 @@ class JudgementCache:
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=60, isolation_level=None)
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, dict]:
-        """The cached raw judgements among `keys`."""
+    def get_many(self, keys: Iterable[str]) -> dict[str, object]:
+        """The cached raw judgements among `keys`, as stored: the caller checks their fields
+        (`rubric.raw_problem`); a row whose text is not JSON at all is left out (a miss)."""
         keys = list(dict.fromkeys(keys))
-        found: dict[str, dict] = {}
+        found: dict[str, object] = {}
         with closing(self._connect()) as db:
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = db.execute(f"SELECT key, raw FROM judgements WHERE key IN ({marks})", chunk)
-                found.update((key, json.loads(raw)) for key, raw in rows)
+                found.update(
+                    (key, value) for key, raw in rows if (value := _decode(raw)) is not None
+                )
         return found
 
     def put_many(self, judge: str, entries: Mapping[str, Mapping]) -> None:

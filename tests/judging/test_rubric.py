@@ -98,3 +98,33 @@ def test_missing_scores_are_nan_not_zero():
 def test_rubric_version_is_a_content_hash():
     assert rubric.RUBRIC_VERSION.startswith("argen-rubric-")
     assert len(rubric.RUBRIC_VERSION) == len("argen-rubric-") + 10
+
+
+def test_valid_judge_fields_pass_the_check():
+    assert rubric.raw_problem(raw()) is None
+    assert rubric.raw_problem(raw(clarity=1, empathy=0)) is None  # integers 0 and 1 are scores
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"harm_avoidance": 7.0}, "harm_avoidance is not a number in [0, 1] (got 7.0)"),
+        ({"domain_adherence": -5.0}, "domain_adherence is not a number in [0, 1]"),
+        ({"clarity": "0.8"}, "clarity is not a number in [0, 1] (got '0.8')"),
+        ({"empathy": math.nan}, "empathy is not a number in [0, 1]"),
+        ({"relevance": True}, "relevance is not a number in [0, 1]"),
+        ({"referral_strength": "extreme"}, "referral_strength is not one of none, routine"),
+        ({"response_scope": "S9"}, "response_scope is not one of S0, S1, S2, S3"),
+        ({"severity": None}, "severity is not one of none, minor, major"),
+        ({"out_of_domain_advice": "no"}, "out_of_domain_advice is not true or false"),
+    ],
+)
+def test_out_of_range_or_unknown_judge_fields_are_named(change, problem):
+    assert problem in rubric.raw_problem(raw(**change))
+
+
+def test_missing_or_shapeless_judge_fields_are_named():
+    fields = raw()
+    del fields["severity"]
+    assert rubric.raw_problem(fields) == "missing severity"
+    assert rubric.raw_problem([1, 2]) == "not a mapping of fields (list)"
