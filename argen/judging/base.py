@@ -131,10 +131,10 @@ def checked(raw: Mapping | JudgeFailure) -> Mapping | JudgeFailure:
 
 def valid_cached(found: Mapping[str, object]) -> dict[str, Mapping]:
     """The cached judgements that are valid; the others are misses, judged again."""
-    valid = {}
+    valid: dict[str, Mapping] = {}
     for key, raw in found.items():
         problem = rubric.raw_problem(raw)
-        if problem:
+        if problem or not isinstance(raw, Mapping):
             log.warning("ignoring an invalid cached judgement (%s); judging it again", problem)
         else:
             valid[key] = raw
