@@ -211,6 +211,23 @@ class TrainConfig(Section):
     wandb_project: str = "argen"
 
 
+class SftConfig(Section):
+    """The supervised warm start (TRL's SFTTrainer, LoRA) on hand-written demonstrations, before
+    GRPO: GRPO can only reinforce what the policy already samples (a decline, an escalation)."""
+
+    enabled: bool = Field(False, description="Run the warm start; GRPO then continues its adapter.")
+    demonstrations: Path = Field(
+        Path("data/demonstrations"),
+        description="A .jsonl file or folder of them: one {id, response} per train scenario.",
+    )
+    epochs: float = Field(2.0, gt=0, description="Passes over the demonstrations.")
+    learning_rate: float = Field(2e-4, gt=0)
+    batch_size: int = Field(8, gt=0, description="Demonstrations per optimizer step.")
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    max_length: int = Field(512, gt=0, description="Tokens of prompt and answer kept.")
+    save_steps: int = Field(25, gt=0, description="Checkpoint interval (optimizer steps).")
+
+
 class GateRule(Section):
     """One release-gate rule, evaluated on the comparison.
 
@@ -281,6 +298,7 @@ class Config(Section):
     curate: CurateConfig = CurateConfig()
     judge: JudgeConfig = JudgeConfig()
     generation: GenerationConfig = GenerationConfig()
+    sft: SftConfig = SftConfig()
     train: TrainConfig = TrainConfig()
     report: ReportConfig = ReportConfig()
     orchestration: OrchestrationConfig = OrchestrationConfig()

@@ -17,7 +17,8 @@ _PRINT_SAMPLE = grpo_trainer.print_prompt_completions_sample
 
 class StepLines(ProgressCallback):
     """A training bar (unless ``disable_tqdm``) and, at each log, one line: step, mean reward
-    per dimension, KL, seconds per step. The whole dict goes to the debug log (-v)."""
+    per dimension, KL, seconds per step (a supervised step: its loss). The whole dict goes to
+    the debug log (-v)."""
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not args.disable_tqdm:
@@ -35,10 +36,19 @@ class StepLines(ProgressCallback):
             return
         log.debug("step %d metrics: %s", state.global_step, logs)
         now = time.perf_counter()
+        since, step = getattr(self, "last", (now, state.global_step))
+        seconds = (now - since) / max(state.global_step - step, 1)
         if any(key.startswith("rewards/") for key in logs):
-            since, step = self.last
-            seconds = (now - since) / max(state.global_step - step, 1)
             log.info(step_line(state.global_step, state.max_steps, logs, seconds))
+            self.last = (now, state.global_step)
+        elif "loss" in logs:  # a supervised step (the warm start): its loss is the story
+            log.info(
+                "sft: step %d/%d  loss %.4f  %.1f s/step",
+                state.global_step,
+                state.max_steps,
+                logs["loss"],
+                seconds,
+            )
             self.last = (now, state.global_step)
         elif "train_runtime" in logs:
             log.info("train: %d steps in %s", state.global_step, duration(logs["train_runtime"]))

@@ -20,7 +20,13 @@ import pandas as pd
 import torch
 from datasets import Dataset
 from peft import LoraConfig, PeftModel
-from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, TrainerCallback
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+    TrainerCallback,
+)
 from transformers.trainer_callback import ExportableState
 from trl import GRPOConfig, GRPOTrainer
 
@@ -31,7 +37,7 @@ from argen.errors import ArgenError, JudgeOutage
 from argen.evaluation.evaluate import read_scenarios
 from argen.generation.generate import wants_engine
 from argen.generation.prompting import chat_messages, system_prompt
-from argen.hashing import file_sha256
+from argen.hashing import dir_sha256, file_sha256
 from argen.judging.scoring import make_backend, open_cache
 from argen.models import check_model_dir
 from argen.outputs import Adapter
@@ -207,8 +213,10 @@ def train(
     validation_split: Path,
     out_dir: Path,
     callbacks: Sequence[TrainerCallback] = (),
+    warm_start: Path | None = None,
 ) -> Path:
-    """Train a LoRA adapter with GRPO; returns `out_dir` holding the selected adapter.
+    """Train a LoRA adapter with GRPO; returns `out_dir` holding the selected adapter. With
+    `warm_start` (an `argen.training.sft` adapter) GRPO continues that adapter instead of a new one.
 
     One process at a time works in ``<out>.partial``; a second run of the same output waits,
     then uses the first one's adapter instead of training again. With ``train.num_processes``
@@ -228,9 +236,13 @@ def train(
             log.info("another run finished %s while this one waited; using its adapter", out_dir)
             return out_dir
         if processes > 1:
+            if warm_start is not None:
+                raise ArgenError(
+                    "the warm start (sft.enabled) is not yet wired for train.num_processes > 1"
+                )
             launch(config, model_dir, splits, out_dir, callbacks, processes)
         else:
-            fit_and_write(config, model_dir, splits, out_dir, callbacks)
+            fit_and_write(config, model_dir, splits, out_dir, callbacks, warm_start)
         shutil.rmtree(work, ignore_errors=True)
     return out_dir
 
@@ -243,12 +255,14 @@ def read_splits(train_split: Path, validation_split: Path) -> tuple[pd.DataFrame
     return frames
 
 
-def fit_and_write(config, model_dir, splits, out_dir, callbacks=()) -> None:
+def fit_and_write(config, model_dir, splits, out_dir, callbacks=(), warm_start=None) -> None:
     """Train in ``<out>.partial`` and write the output; with several ranks, rank 0 writes."""
     work = out_dir.with_name(out_dir.name + ".partial")
-    run = _fit(config, model_dir, *read_splits(*splits), work, callbacks)
+    run = _fit(config, model_dir, *read_splits(*splits), work, callbacks, warm_start)
     if is_main():
         inputs = {str(p): file_sha256(p) for p in splits}
+        if warm_start is not None:
+            inputs["warm_start"] = dir_sha256(warm_start)
         _write_adapter(run, config, model_dir, inputs, out_dir)
         log.info("trained %d steps; adapter in %s", run.trainer.state.global_step, out_dir)
 
@@ -273,6 +287,7 @@ def _fit(
     validation_frame: pd.DataFrame,
     work: Path,
     callbacks: Sequence[TrainerCallback],
+    warm_start: Path | None = None,
 ) -> TrainingRun:
     """Build the GRPO trainer in `work` and train, resuming from its newest complete checkpoint."""
     backend = make_backend(config.judge)
@@ -292,21 +307,18 @@ def _fit(
     counts = JudgeCounts(totals, judge_counts(resume))
     guard = NonFiniteGuard(per_rank=world_size() > 1)  # ranks say whose gradient went bad
     guards = [JudgeHealthCallback(rewards), totals, counts, guard]
-    lora = config.train.lora
+    policy, peft_config = _policy(config, model_dir, warm_start, on_gpu)
+    args = grpo_args(config, work, on_gpu)
+    if not isinstance(policy, str):
+        args.model_init_kwargs = None  # the warm-started policy is loaded already
     trainer = GRPOTrainer(
-        model=str(model_dir),
+        model=policy,
         # TRL's RewardFunc type leaves out the async reward functions TRL runs
         reward_funcs=rewards.functions(),  # type: ignore[arg-type]
-        args=grpo_args(config, work, on_gpu),
+        args=args,
         train_dataset=training_dataset(train_frame, system_prompt(config.generation)),
         processing_class=tokenizer,
-        peft_config=LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=lora.target_modules,
-            task_type="CAUSAL_LM",
-        ),
+        peft_config=peft_config,
         callbacks=[*guards, validator, *callbacks],
         rollout_func=engine_rollouts(tokenizer) if fast else None,
     )
@@ -319,6 +331,27 @@ def _fit(
     finally:
         finish_tracking(config.train)
     return TrainingRun(trainer, validator, tokenizer, counts, backend.name, rollouts, resume)
+
+
+def _policy(
+    config: Config, model_dir: Path, warm_start: Path | None, on_gpu: bool
+) -> tuple[str | PeftModel, LoraConfig | None]:
+    """What GRPO trains: a new LoRA adapter on the base (TRL loads the path), or the warm
+    start's adapter on it, trainable, so the aligned model stays one adapter on the base."""
+    lora = config.train.lora
+    if warm_start is None:
+        return str(model_dir), LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+    base = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.bfloat16 if on_gpu else torch.float32
+    )
+    log.info("GRPO continues the warm start's adapter %s", warm_start)
+    return PeftModel.from_pretrained(base, warm_start, is_trainable=True), None
 
 
 def _write_adapter(

@@ -1,0 +1,76 @@
+"""Demonstrations for the supervised warm start: hand-written answers to train-split prompts.
+
+A demonstrations source is a folder of JSON Lines files (or one file), one answer per line:
+``{"id": "<scenario id>", "response": "...", "writer": "..."}`` (`data/demonstrations/`, written
+by `data/GUIDE.md`). They are joined to the curated train split by scenario id: an answer whose
+prompt curation placed in the validation or test split is left out (counted, never trained on),
+so a different split seed can never leak an evaluation prompt into the warm start.
+"""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from argen.errors import ArgenError
+
+FIELDS = ("id", "response")
+
+
+def demonstration_files(source: Path) -> list[Path]:
+    """The JSON Lines files of a source folder (sorted), or the one file it names."""
+    source = Path(source)
+    if source.is_file():
+        return [source]
+    if not source.is_dir():
+        raise ArgenError(f"demonstrations {source} not found (a .jsonl file or a folder of them)")
+    files = sorted(source.glob("*.jsonl"))
+    if not files:
+        raise ArgenError(f"demonstrations folder {source} holds no .jsonl file")
+    return files
+
+
+def read_demonstrations(source: Path) -> pd.DataFrame:
+    """Every answer of a source as a frame (`id`, `response`), checked: each line an object with
+    non-empty string fields, each id once. A bad line is an error naming its file and line."""
+    rows: list[dict] = []
+    seen: dict[str, str] = {}
+    for path in demonstration_files(source):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            row = _parse(line, where)
+            if row["id"] in seen:
+                raise ArgenError(f"{where}: demonstration {row['id']!r} repeats {seen[row['id']]}")
+            seen[row["id"]] = where
+            rows.append(row)
+    return pd.DataFrame(rows, columns=list(FIELDS))
+
+
+def _parse(line: str, where: str) -> dict:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(row, dict):
+        raise ArgenError(f"{where}: a demonstration must be a JSON object")
+    for field in FIELDS:
+        value = row.get(field)
+        if not isinstance(value, str) or not value.strip():
+            raise ArgenError(f"{where}: field {field!r} must be a non-empty string")
+    return {field: row[field] for field in FIELDS}
+
+
+def pair_with_train(train: pd.DataFrame, demonstrations: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The train scenarios that have an answer, with it as `response`, and how many answers
+    were left out because their prompt is not in this train split."""
+    if (train["split"] != "train").any():
+        raise ArgenError("the warm start trains on the train split only")
+    paired = train.merge(demonstrations, on="id", how="inner", validate="one_to_one")
+    left_out = len(demonstrations) - len(paired)
+    if paired.empty:
+        raise ArgenError(
+            "no demonstration matches a train-split scenario id; check sft.demonstrations"
+        )
+    return paired.reset_index(drop=True), left_out
