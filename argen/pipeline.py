@@ -1,9 +1,14 @@
-"""Stage drivers: where each stage's outputs live under the artifacts root, and the pipeline.
+"""The stage table and the pipeline: what each stage is, where its output lives, and the order.
 
-Every stage writes under ``<root>/<stage>/<key>/`` where the key hashes the content of its
-inputs, its config section and the code version; a complete keyed output is reused, not
-recomputed (`keyed`): the only cache, whoever runs the stage. The `*_out` functions compute
-those directories without running anything.
+`STAGES` holds one entry per stage: its name, its output type (`argen.outputs`), what its key
+hashes and how it runs. `run_stage(name, config, **inputs)` is the one way a stage runs, for
+`argen <stage>`, `argen run` and the Prefect tasks alike: its output goes to
+``<root>/<stage>/<key>/``, where the key hashes the content of its inputs, its config and the code
+version, and a complete keyed output is reused, not recomputed (the only cache). An input named
+``model`` is a model spec, resolved once to its directory before anything else.
+
+Adding a stage is one `Stage` entry here (its key and run functions beside it), one task line in
+`tasks/stages.py` and, if it runs on another pool, one deployment in `prefect.yaml`.
 
 The modules that need torch, TRL or matplotlib are imported inside the stage that uses them, so
 that `argen curate` (and a curation that fails on bad input) never pays for them.
@@ -11,8 +16,9 @@ that `argen curate` (and a curation that fails on bad input) never pays for them
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from argen.atomic import output_path
 from argen.config import Config
@@ -20,39 +26,15 @@ from argen.data.curate import curate, curate_key
 from argen.errors import ArgenError
 from argen.hashing import dir_sha256, file_sha256, json_sha256
 from argen.models import resolve_model
-from argen.outputs import STAGE_OUTPUTS, Adapter, CuratedSplits, Evaluation
+from argen.outputs import Adapter, CuratedSplits, Evaluation, Merged, Report, StageOutput
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
 
 
-def is_complete(stage: str, out: Path) -> bool:
-    """Whether `out` holds a finished output of `stage` (its sidecar, written last)."""
-    return STAGE_OUTPUTS[stage](out).is_complete()
-
-
-def check_out(stage: str, out: Path, overwrite: bool = False) -> Path:
-    """A folder the user named for `stage`'s output: new or empty, or with `overwrite` an
-    earlier output of the same stage. Other files are never replaced; checked before any work."""
-    out = output_path(out)
-    if out.exists() and not out.is_dir():
-        raise ArgenError(f"--out {out} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        if not overwrite:
-            raise ArgenError(
-                f"--out {out} is not empty; pass --overwrite to replace an earlier {stage} "
-                "output there, or name a new folder"
-            )
-        if not is_complete(stage, out):
-            raise ArgenError(
-                f"--out {out} holds files that are not an argen {stage} output "
-                f"(no {STAGE_OUTPUTS[stage].SIDECAR}); refusing to replace them"
-            )
-    return out
-
-
-def _content(path: Path) -> str:
+def _content(path: Path | str) -> str:
     """A file's or directory's content hash (the path itself if it does not exist yet)."""
+    path = Path(path)
     if path.is_file():
         return file_sha256(path)
     if path.is_dir():
@@ -60,87 +42,208 @@ def _content(path: Path) -> str:
     return str(path)
 
 
-def _keyed(config: Config, stage: str, parts: dict) -> Path:
-    key = json_sha256({**parts, "code": code_version()})[:16]
-    return config.storage.root / stage / key
+def _in_artifacts(config: Config, stage: str, key: str, inputs: dict[str, Any]) -> Path:
+    return config.storage.root / stage / key[:16]
 
 
-def curate_out(config: Config) -> Path:
-    return config.storage.root / "curate" / curate_key(config.curate)
+def _in_reports(config: Config, stage: str, key: str, inputs: dict[str, Any]) -> Path:
+    """Reports live apart from the artifacts, named for their run: ``reports/<name>-<key>``."""
+    return config.storage.reports / f"{inputs.get('name', 'argen')}-{key[:12]}"
 
 
-def evaluate_out(config: Config, model_dir: Path, scenarios: Path, label: str) -> Path:
-    return _keyed(
-        config,
-        "evaluate",
-        {
-            "model": _content(model_dir),
-            "scenarios": _content(scenarios),
-            "label": label,
-            "generation": config.generation.model_dump(mode="json"),
-            "judge": config.judge.model_dump(mode="json"),
-        },
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its output type, what its key hashes (`key(config, **inputs)`: a JSON-able
+    dict; the code version is added) and how it computes into a folder (`run(config, out,
+    **inputs)`). `options` are inputs that change how it runs but not what it makes (a
+    progress callback), so they stay out of the key; `where` places the keyed folder."""
+
+    name: str
+    output: type[StageOutput]
+    key: Callable[..., dict[str, Any]]
+    run: Callable[..., Path]
+    options: tuple[str, ...] = ()
+    where: Callable[[Config, str, str, dict[str, Any]], Path] = _in_artifacts
+
+    def folder(self, config: Config, /, **inputs: Any) -> Path:
+        """The content-keyed folder of this stage's output for these (resolved) inputs."""
+        keyed = {k: v for k, v in inputs.items() if k not in self.options}
+        key = json_sha256({**self.key(config, **keyed), "code": code_version()})
+        return self.where(config, self.name, key, inputs)
+
+
+def _curate_key(config: Config) -> dict[str, Any]:
+    return {"curate": curate_key(config.curate)}
+
+
+def _curate(config: Config, out: Path) -> Path:
+    return curate(config.curate, out)
+
+
+def _evaluate_key(config: Config, model: Path, scenarios: Path, label: str) -> dict[str, Any]:
+    return {
+        "model": _content(model),
+        "scenarios": _content(scenarios),
+        "label": label,
+        "generation": config.generation.model_dump(mode="json"),
+        "judge": config.judge.model_dump(mode="json"),
+    }
+
+
+def _evaluate(config: Config, out: Path, model: Path, scenarios: Path, label: str) -> Path:
+    from argen.evaluation.evaluate import evaluate
+
+    return evaluate(config, model, scenarios, out, label)
+
+
+def _train_key(
+    config: Config, model: Path, train_split: Path, validation_split: Path
+) -> dict[str, Any]:
+    return {
+        "model": _content(model),
+        "train": _content(train_split),
+        "validation": _content(validation_split),
+        "train_config": config.train.model_dump(mode="json"),
+        "generation": config.generation.model_dump(mode="json"),
+        "judge": config.judge.model_dump(mode="json"),
+    }
+
+
+def _train(
+    config: Config,
+    out: Path,
+    model: Path,
+    train_split: Path,
+    validation_split: Path,
+    callbacks: tuple = (),
+) -> Path:
+    """Train an adapter into `out` (resumed when an earlier run with this key stopped part-way)."""
+    from argen.training.train import train
+
+    return train(config, model, train_split, validation_split, out, callbacks)
+
+
+def _merge_key(config: Config, model: Path, adapter: Path) -> dict[str, Any]:
+    return {"model": _content(model), "adapter": _content(adapter)}
+
+
+def _merge(config: Config, out: Path, model: Path, adapter: Path) -> Path:
+    from argen.training.merge import merge
+
+    return merge(model, adapter, out)
+
+
+def _report_key(
+    config: Config, baseline: Path, aligned: Path, name: str = "argen"
+) -> dict[str, Any]:
+    return {
+        "baseline": _content(baseline),
+        "aligned": _content(aligned),
+        "report": config.report.model_dump(mode="json"),
+    }
+
+
+def _report(
+    config: Config,
+    out: Path,
+    baseline: Path,
+    aligned: Path,
+    name: str = "argen",
+    training_log: Path | None = None,
+) -> Path:
+    from argen.reporting.compare import compare
+    from argen.reporting.report import write_report
+
+    comparison = compare(baseline, aligned, config.report)
+    title = f"ArGen comparison report: {name}"
+    return write_report(comparison, out, title, training_log, config.report.smoke_run)
+
+
+STAGES: dict[str, Stage] = {
+    stage.name: stage
+    for stage in (
+        Stage("curate", CuratedSplits, _curate_key, _curate),
+        Stage("evaluate", Evaluation, _evaluate_key, _evaluate),
+        Stage("train", Adapter, _train_key, _train, options=("callbacks",)),
+        Stage("merge", Merged, _merge_key, _merge),
+        Stage("report", Report, _report_key, _report, options=("training_log",), where=_in_reports),
     )
+}
+"""Every stage, by name: the one table the CLI, the pipeline and the Prefect tasks read."""
 
 
-def train_out(config: Config, model_dir: Path, train_split: Path, validation_split: Path) -> Path:
-    return _keyed(
-        config,
-        "train",
-        {
-            "model": _content(model_dir),
-            "train": _content(train_split),
-            "validation": _content(validation_split),
-            "train_config": config.train.model_dump(mode="json"),
-            "generation": config.generation.model_dump(mode="json"),
-            "judge": config.judge.model_dump(mode="json"),
-        },
-    )
+def stage(name: str) -> Stage:
+    """The stage called `name`; an unknown name is an error naming the known ones."""
+    if name not in STAGES:
+        raise ArgenError(f"unknown stage {name!r}; known: {', '.join(STAGES)}")
+    return STAGES[name]
 
 
-def merge_out(config: Config, model_dir: Path, adapter: Path) -> Path:
-    return _keyed(config, "merge", {"model": _content(model_dir), "adapter": _content(adapter)})
+def _resolved(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Inputs with a ``model`` spec resolved to its directory (once: a packaged model's
+    resolution hashes its GGUF) and every other path as a `Path`."""
+    resolved = dict(inputs)
+    if "model" in resolved:
+        resolved["model"] = resolve_model(str(resolved["model"]))
+    return resolved
 
 
-def report_out(config: Config, baseline: Path, aligned: Path, name: str) -> Path:
-    key = json_sha256(
-        {
-            "baseline": _content(baseline),
-            "aligned": _content(aligned),
-            "report": config.report.model_dump(mode="json"),
-            "code": code_version(),
-        }
-    )[:12]
-    return config.storage.reports / f"{name}-{key}"
+def stage_out(name: str, config: Config, /, **inputs: Any) -> Path:
+    """The keyed folder `run_stage` would use for these inputs, without running anything."""
+    return stage(name).folder(config, **_resolved(inputs))
 
 
-def keyed(stage: str, out: Path, config: Config, *inputs, **options) -> tuple[Path, bool]:
-    """A stage's output in its content-keyed directory `out`: reused when complete (True), else
-    computed into it now (False). The one cache, for `argen run` and the Prefect tasks alike."""
-    if is_complete(stage, out):
-        log.info("%s is up to date: %s", stage, out)
-        return out, True
-    return RUNNERS[stage](config, *inputs, out=out, **options), False
+def is_complete(name: str, out: Path) -> bool:
+    """Whether `out` holds a finished output of stage `name` (its sidecar is written last)."""
+    return stage(name).output(out).is_complete()
+
+
+def run_stage(
+    name: str, config: Config, out: Path | None = None, /, **inputs: Any
+) -> tuple[Path, bool]:
+    """Run stage `name` on `inputs`: into `out` when given (a folder `check_out` accepted),
+    else into its content-keyed folder, reusing it when complete. Returns the output folder and
+    whether it was reused."""
+    entry = stage(name)
+    inputs = _resolved(inputs)
+    if out is None:
+        out = entry.folder(config, **inputs)
+        if entry.output(out).is_complete():
+            log.info("%s is up to date: %s", name, out)
+            return out, True
+    return entry.run(config, out, **inputs), False
+
+
+def check_out(name: str, out: Path, overwrite: bool = False) -> Path:
+    """A folder the user named for stage `name`'s output: new or empty, or with `overwrite` an
+    earlier output of the same stage. Other files are never replaced; checked before any work."""
+    out = output_path(out)
+    if out.exists() and not out.is_dir():
+        raise ArgenError(f"--out {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ArgenError(
+                f"--out {out} is not empty; pass --overwrite to replace an earlier {name} "
+                "output there, or name a new folder"
+            )
+        if not is_complete(name, out):
+            raise ArgenError(
+                f"--out {out} holds files that are not an argen {name} output "
+                f"(no {stage(name).output.SIDECAR}); refusing to replace them"
+            )
+    return out
 
 
 def run_curate(config: Config, out: Path | None = None) -> Path:
     """Curate into `out`, or into the keyed directory (reused when already complete)."""
-    if out is None:
-        return keyed("curate", curate_out(config), config)[0]
-    return curate(config.curate, out)
+    return run_stage("curate", config, out)[0]
 
 
 def run_evaluate(
     config: Config, model: str, scenarios: Path, label: str, out: Path | None = None
 ) -> Path:
     """Evaluate `model` (a spec or directory) on `scenarios`, into `out` or a keyed directory."""
-    model_dir = resolve_model(model)
-    if out is None:
-        out = evaluate_out(config, model_dir, scenarios, label)
-        return keyed("evaluate", out, config, model, scenarios, label)[0]
-    from argen.evaluation.evaluate import evaluate
-
-    return evaluate(config, model_dir, scenarios, out, label)
+    return run_stage("evaluate", config, out, model=model, scenarios=scenarios, label=label)[0]
 
 
 def run_train(
@@ -149,28 +252,17 @@ def run_train(
     train_split: Path,
     validation_split: Path,
     out: Path | None = None,
-    callbacks=(),
+    callbacks: tuple = (),
 ) -> Path:
-    """Train an adapter into `out` or a keyed directory (reused when complete, resumed when
-    an earlier run with the same key stopped part-way)."""
-    model_dir = resolve_model(model)
-    if out is None:
-        out = train_out(config, model_dir, train_split, validation_split)
-        inputs = (model, train_split, validation_split)
-        return keyed("train", out, config, *inputs, callbacks=callbacks)[0]
-    from argen.training.train import train
-
-    return train(config, model_dir, train_split, validation_split, out, callbacks)
+    """Train an adapter into `out` or a keyed directory (reused when complete, resumed when an
+    earlier run with the same key stopped part-way)."""
+    splits = {"train_split": train_split, "validation_split": validation_split}
+    return run_stage("train", config, out, model=model, callbacks=callbacks, **splits)[0]
 
 
 def run_merge(config: Config, model: str, adapter: Path, out: Path | None = None) -> Path:
     """Merge `adapter` into the base `model`, into `out` or a keyed directory."""
-    model_dir = resolve_model(model)
-    if out is None:
-        return keyed("merge", merge_out(config, model_dir, adapter), config, model, adapter)[0]
-    from argen.training.merge import merge
-
-    return merge(model_dir, adapter, out)
+    return run_stage("merge", config, out, model=model, adapter=adapter)[0]
 
 
 def run_report(
@@ -182,87 +274,48 @@ def run_report(
     name: str = "argen",
 ) -> Path:
     """Compare two results files into `out`, or ``reports/<name>-<key>`` (reused when complete)."""
-    if out is None:
-        out = report_out(config, baseline, aligned, name)
-        return keyed(
-            "report", out, config, baseline, aligned, training_log=training_log, name=name
-        )[0]
-    from argen.reporting.compare import compare
-    from argen.reporting.report import write_report
-
-    comparison = compare(baseline, aligned, config.report)
-    title = f"ArGen comparison report: {name}"
-    return write_report(comparison, out, title, training_log, config.report.smoke_run)
-
-
-RUNNERS: dict[str, Callable[..., Path]] = {
-    "curate": run_curate,
-    "evaluate": run_evaluate,
-    "train": run_train,
-    "merge": run_merge,
-    "report": run_report,
-}
-"""Each stage's run function, called by `keyed` with the output directory to compute into."""
+    inputs = {"baseline": baseline, "aligned": aligned, "training_log": training_log}
+    return run_stage("report", config, out, name=name, **inputs)[0]
 
 
 class StageRunner(Protocol):
-    """How each stage of the pipeline runs: here, in this process, or as an orchestrator's task
-    (a Prefect flow passes its own). The order of the stages is `run_pipeline`'s alone."""
+    """How a stage runs: here, in this process, or as an orchestrator's task (a Prefect flow
+    passes its own). `run_stage`'s signature, returning the output folder."""
 
-    def curate(self, config: Config) -> Path: ...
-
-    def evaluate(self, config: Config, model: str, scenarios: Path, label: str) -> Path: ...
-
-    def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
-        """The adapter directory and the merged model directory."""
-        ...
-
-    def report(
-        self, config: Config, baseline: Path, aligned: Path, training_log: Path, name: str
-    ) -> Path: ...
+    def run(self, name: str, config: Config, /, **inputs: Any) -> Path: ...
 
 
 class InProcess:
     """Every stage in this process, reusing complete keyed outputs."""
 
-    def curate(self, config: Config) -> Path:
-        return run_curate(config)
-
-    def evaluate(self, config: Config, model: str, scenarios: Path, label: str) -> Path:
-        return run_evaluate(config, model, scenarios, label)
-
-    def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
-        base = config.model.base
-        splits = CuratedSplits(curated)
-        adapter = run_train(config, base, splits.train, splits.validation)
-        return adapter, run_merge(config, base, adapter)
-
-    def report(
-        self, config: Config, baseline: Path, aligned: Path, training_log: Path, name: str
-    ) -> Path:
-        return run_report(config, baseline, aligned, training_log=training_log, name=name)
+    def run(self, name: str, config: Config, /, **inputs: Any) -> Path:
+        return run_stage(name, config, **inputs)[0]
 
 
 def run_pipeline(
     config: Config, name: str = "argen", runner: StageRunner | None = None
 ) -> dict[str, Path]:
-    """The whole pipeline, the one definition of its order: curate, evaluate the baseline, train
-    and merge, evaluate the aligned model, compare. Returns each stage's output directory."""
-    runner = runner or InProcess()
-    curated = runner.curate(config)
-    test = CuratedSplits(curated).test
-    baseline = runner.evaluate(config, config.model.base, test, "baseline")
-    adapter, merged = runner.train_and_merge(config, curated)
-    aligned = runner.evaluate(config, str(merged), test, "aligned")
-    report = runner.report(
+    """The whole pipeline, the one definition of its order: curate, evaluate the baseline, train,
+    merge, evaluate the aligned model, compare. Returns each step's output directory."""
+    run = (runner or InProcess()).run
+    base = config.model.base
+    curated = CuratedSplits(run("curate", config))
+    test = curated.test
+    baseline = run("evaluate", config, model=base, scenarios=test, label="baseline")
+    splits = {"train_split": curated.train, "validation_split": curated.validation}
+    adapter = run("train", config, model=base, **splits)
+    merged = run("merge", config, model=base, adapter=adapter)
+    aligned = run("evaluate", config, model=str(merged), scenarios=test, label="aligned")
+    report = run(
+        "report",
         config,
-        Evaluation(baseline).results,
-        Evaluation(aligned).results,
-        Adapter(adapter).training_log,
-        name,
+        baseline=Evaluation(baseline).results,
+        aligned=Evaluation(aligned).results,
+        training_log=Adapter(adapter).training_log,
+        name=name,
     )
     return {
-        "curate": curated,
+        "curate": curated.path,
         "baseline": baseline,
         "train": adapter,
         "merge": merged,

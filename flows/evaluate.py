@@ -1,11 +1,20 @@
 """Evaluation and reporting as flows of their own (their own deployments)."""
 
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 
-from argen.config import load_config
+from argen.config import Config, load_config
 from tasks import stages as t
+
+
+def flow_config(config: dict[str, Any] | None, recipe: str, overrides: list[str] | None) -> Config:
+    """The configuration a flow runs with: the resolved one a pipeline hands its deployments
+    (so a recipe edited meanwhile cannot change it), else the run form's recipe and overrides."""
+    if config is not None:
+        return Config.model_validate(config)
+    return load_config(recipe, overrides or [])
 
 
 @flow(
@@ -19,6 +28,7 @@ def evaluate_flow(
     label: str = "model",
     recipe: str = "default",
     overrides: list[str] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> str:
     """Evaluate one model.
 
@@ -28,9 +38,10 @@ def evaluate_flow(
         label: name of the model in the results.
         recipe: bundled recipe name or path to a YAML recipe.
         overrides: ``section.field=value`` config overrides.
+        config: a resolved configuration (what the pipeline passes); replaces recipe/overrides.
     """
-    config = load_config(recipe, overrides or [])
-    return t.evaluate(config, model, scenarios, label)["path"]
+    resolved = flow_config(config, recipe, overrides)
+    return t.run("evaluate", resolved, model=model, scenarios=Path(scenarios), label=label)["path"]
 
 
 @flow(
@@ -57,5 +68,6 @@ def report_flow(
         overrides: ``section.field=value`` config overrides.
     """
     config = load_config(recipe, overrides or [])
-    out = t.report(config, baseline, aligned, training_log, name)["path"]
-    return str(Path(out))
+    log = Path(training_log) if training_log else None
+    inputs = {"baseline": Path(baseline), "aligned": Path(aligned), "training_log": log}
+    return t.run("report", config, name=name, **inputs)["path"]

@@ -2,104 +2,70 @@
 -> release (champion/challenger on the recipe's model line)."""
 
 from pathlib import Path
+from typing import Any, cast
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.client.schemas.objects import FlowRun
 from prefect.deployments import run_deployment
 from prefect.states import Completed, State
 
 from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
-from argen.models import resolve_model
 from argen.outputs import CuratedSplits, Evaluation, Report
-from argen.pipeline import evaluate_out, is_complete, merge_out, run_pipeline, train_out
+from argen.pipeline import is_complete, run_pipeline, stage, stage_out
 from argen.reporting.release import champion, line_name, losses, promote
 from flows.common import JudgeBackend, form_overrides
-from flows.train import train_flow
 from tasks import stages as t
+from tasks.progress import PrefectProgress
 
 GATE_FAILED = "Gate failed"
 LOST = "Lost to champion"
 PROMOTED = "Promoted"
 
 
-def on_deployment(name: str, parameters: dict, timeout: float) -> None:
-    """Run a deployment (on its own work pool) and wait; anything but Completed is an error."""
-    get_run_logger().info("running deployment %s", name)
-    run = run_deployment(name, parameters=parameters, timeout=timeout)
-    if not run.state or not run.state.is_completed():
-        raise ArgenError(f"deployment {name} ended {run.state and run.state.name}")
+DEPLOYMENTS = {"train": "train_deployment", "evaluate": "evaluate_deployment"}
+"""Stages the recipe may send to another work pool, and the orchestration field naming the
+deployment (the train deployment merges too: its merge is then found complete here)."""
 
 
-def train_and_merge(
-    config: Config, recipe: str, overrides: list[str], curated: str
-) -> tuple[Path, dict]:
-    """Inline, or as the GPU deployment when ``orchestration.train_deployment`` names one;
-    returns the adapter directory and the merged model's reference."""
-    model_dir = resolve_model(config.model.base)
-    splits = CuratedSplits(curated)
-    adapter = train_out(config, model_dir, splits.train, splits.validation)
-    # The merge's key hashes the adapter's content: known before training only if it exists.
-    reused = is_complete("train", adapter) and is_complete(
-        "merge", merge_out(config, model_dir, adapter)
-    )
-    name = config.orchestration.train_deployment
-    if not name:
-        merged = Path(train_flow(recipe, overrides, config.model.base, curated))
-    else:
-        parameters = {"recipe": recipe, "overrides": overrides, "curated": curated}
-        parameters["model"] = config.model.base
-        with console.stage(f"train and merge on {name}", reused=reused) as span:
-            on_deployment(name, parameters, config.orchestration.train_timeout_s)
-            merged = span.out = merge_out(config, model_dir, adapter)
-    return adapter, t.ref("merge", merged, reused)
-
-
-def evaluate(
-    config: Config, recipe: str, overrides: list[str], model: str, test: str, label: str
-) -> dict:
-    """Inline, or on the GPU pool when ``orchestration.evaluate_deployment`` names a deployment."""
-    name = config.orchestration.evaluate_deployment
-    if not name:
-        return t.evaluate(config, model, test, label)
-    out = evaluate_out(config, resolve_model(model), Path(test), label)
-    reused = is_complete("evaluate", out)
-    parameters = {"model": model, "scenarios": test, "label": label, "recipe": recipe}
-    parameters["overrides"] = overrides
-    with console.stage(f"evaluate {label} on {name}", out, reused=reused):
-        on_deployment(name, parameters, config.orchestration.stage_timeout_s)
-    return t.ref("evaluate", out, reused)
+def on_deployment(deployment: str, name: str, config: Config, /, **inputs: Any) -> dict:
+    """Stage `name` as the deployment `deployment` (on its own work pool), handed the resolved
+    config; waits for it and returns the stage's reference. Anything but Completed is an error."""
+    out = stage_out(name, config, **inputs)
+    reused = is_complete(name, out)
+    parameters: dict[str, Any] = {k: str(v) for k, v in inputs.items()}
+    parameters["config"] = config.model_dump(mode="json")
+    limits = config.orchestration
+    timeout = limits.train_timeout_s if name == "train" else limits.stage_timeout_s
+    with console.stage(f"{t.title(name, inputs)} on {deployment}", out, reused=reused):
+        get_run_logger().info("running deployment %s", deployment)
+        run = cast(FlowRun, run_deployment(deployment, parameters=parameters, timeout=timeout))
+        if not run.state or not run.state.is_completed():
+            raise ArgenError(f"deployment {deployment} ended {run.state and run.state.name}")
+    return t.ref(name, out, reused)
 
 
 class PrefectStages:
     """The pipeline's stages as Prefect tasks, or as deployments on the recipe's work pools
-    (`argen.pipeline.run_pipeline` keeps the order); remembers each stage's reference, so the report
-    artifact can say whether anything was recomputed."""
+    (`argen.pipeline.run_pipeline` keeps the order); remembers each stage's reference, so the
+    report artifact can say whether anything was recomputed."""
 
-    def __init__(self, recipe: str, overrides: list[str]):
-        self.recipe, self.overrides, self.refs = recipe, overrides, []
+    def __init__(self) -> None:
+        self.refs: list[dict] = []
 
-    def _kept(self, ref: dict) -> Path:
+    def run(self, name: str, config: Config, /, **inputs: Any) -> Path:
+        field = DEPLOYMENTS.get(name)
+        deployment = getattr(config.orchestration, field) if field else None
+        if deployment:
+            ref = on_deployment(deployment, name, config, **inputs)
+        else:
+            if "callbacks" in stage(name).options:  # training shows its progress in the UI
+                inputs["callbacks"] = (PrefectProgress(),)
+            ref = t.run(name, config, **inputs)
         self.refs.append(ref)
         return Path(ref["path"])
-
-    def curate(self, config: Config) -> Path:
-        return self._kept(t.curate(config))
-
-    def evaluate(self, config: Config, model: str, scenarios: Path, label: str) -> Path:
-        ref = evaluate(config, self.recipe, self.overrides, model, str(scenarios), label)
-        return self._kept(ref)
-
-    def train_and_merge(self, config: Config, curated: Path) -> tuple[Path, Path]:
-        adapter, merged = train_and_merge(config, self.recipe, self.overrides, str(curated))
-        return adapter, self._kept(merged)
-
-    def report(
-        self, config: Config, baseline: Path, aligned: Path, training_log: Path, name: str
-    ) -> Path:
-        ref = t.report(config, str(baseline), str(aligned), str(training_log), name)
-        return self._kept(ref)
 
 
 def score_rows(summary: dict) -> list[dict]:
@@ -135,10 +101,11 @@ def publish(report_dir: Path, summary: dict, refs: list[dict]) -> None:
 def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dict) -> Path:
     """The paired comparison of the champion (re-evaluated on this test split, with this judge)
     against the candidate, published as a markdown section and a table artifact."""
+    run = ctx["runner"].run
     model = champion["model_dir"]
-    judged = evaluate(config, ctx["recipe"], ctx["overrides"], model, ctx["test"], "champion")
-    champion_results = str(Evaluation(judged["path"]).results)
-    out = Path(t.report(config, champion_results, str(aligned), None, f"{line}-challenge")["path"])
+    judged = run("evaluate", config, model=model, scenarios=ctx["test"], label="champion")
+    baseline = Evaluation(judged).results
+    out = run("report", config, baseline=baseline, aligned=aligned, name=f"{line}-challenge")
     summary = Report(out).record()
     worse = losses(summary)
     rows = score_rows(summary)
@@ -212,12 +179,11 @@ def pipeline(
     extra = form_overrides(judge_backend, model, max_steps, overrides)
     config = load_config(recipe, extra)
     line = line_name(recipe)
-    runner = PrefectStages(recipe, extra)
+    runner = PrefectStages()
     outputs = run_pipeline(config, line, runner)
     report_dir = outputs["report"]
     summary = Report(report_dir).record()
     publish(report_dir, summary, runner.refs)
-    test = str(CuratedSplits(outputs["curate"]).test)
-    ctx = {"recipe": recipe, "overrides": extra, "test": test}
+    ctx = {"runner": runner, "test": CuratedSplits(outputs["curate"]).test}
     ctx["aligned"] = Evaluation(outputs["aligned"]).results
     return release(config, line, outputs["merge"], report_dir, ctx)

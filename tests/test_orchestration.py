@@ -19,7 +19,7 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.states import Scheduled
 
 from argen.config import load_config
-from argen.pipeline import curate_out
+from argen.pipeline import stage_out
 from tests.conftest import write_jsonl
 from tests.prefect_stack import TERMINAL, deployment_id
 
@@ -161,7 +161,9 @@ def test_pipeline_runs_caches_and_reruns(stack, recipe, judge_server):
     # rerun, and the failed judging step (and only it) is retried once by Prefect.
     # (one prompt of the test split and one of the train split, so every stage's inputs change;
     # an edit to the test split alone would rightly leave training cached)
-    curated = curate_out(load_config(str(recipe_path)))  # this recipe's, whatever ran before
+    curated = stage_out(
+        "curate", load_config(str(recipe_path))
+    )  # this recipe's, whatever ran before
     targets = {pd.read_parquet(curated / f"{s}.parquet")["id"].iloc[0] for s in ("test", "train")}
     rows = [json.loads(line) for line in source.read_text().splitlines()]
     for row in rows:

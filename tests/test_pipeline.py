@@ -1,11 +1,17 @@
-"""The pipeline's one definition (`argen.pipeline.run_pipeline`): the order of the stages and what
-each is handed, whichever runner (this process, or a Prefect flow's) runs them."""
+"""The stage table (`argen.pipeline.STAGES`, `run_stage`) and the pipeline's one definition
+(`run_pipeline`): the order of the stages and what each is handed, whichever runner (this
+process, or a Prefect flow's) runs them."""
 
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 from argen import pipeline
 from argen.config import load_config
-from argen.pipeline import run_pipeline
+from argen.errors import ArgenError
+from argen.outputs import STAGE_OUTPUTS
+from argen.pipeline import STAGES, run_pipeline, run_stage
 
 
 class Recorder:
@@ -14,67 +20,113 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def curate(self, config):
-        self.calls.append(("curate",))
-        return Path("curated")
-
-    def evaluate(self, config, model, scenarios, label):
-        self.calls.append(("evaluate", model, scenarios, label))
-        return Path(f"eval-{label}")
-
-    def train_and_merge(self, config, curated):
-        self.calls.append(("train_and_merge", curated))
-        return Path("adapter"), Path("merged")
-
-    def report(self, config, baseline, aligned, training_log, name):
-        self.calls.append(("report", baseline, aligned, training_log, name))
-        return Path("report")
+    def run(self, name, config, /, **inputs):
+        self.calls.append((name, inputs))
+        return Path(f"{name}-{inputs.get('label', 'out')}")
 
 
 def test_the_pipeline_runs_its_stages_in_order_and_hands_each_its_inputs():
     config = load_config()
     runner = Recorder()
     outputs = run_pipeline(config, "line", runner)
+    base = config.model.base
+    test = Path("curate-out/test.parquet")
     assert runner.calls == [
-        ("curate",),
-        ("evaluate", config.model.base, Path("curated/test.parquet"), "baseline"),
-        ("train_and_merge", Path("curated")),
-        ("evaluate", "merged", Path("curated/test.parquet"), "aligned"),
+        ("curate", {}),
+        ("evaluate", {"model": base, "scenarios": test, "label": "baseline"}),
+        (
+            "train",
+            {
+                "model": base,
+                "train_split": Path("curate-out/train.parquet"),
+                "validation_split": Path("curate-out/validation.parquet"),
+            },
+        ),
+        ("merge", {"model": base, "adapter": Path("train-out")}),
+        ("evaluate", {"model": "merge-out", "scenarios": test, "label": "aligned"}),
         (
             "report",
-            Path("eval-baseline/results.parquet"),
-            Path("eval-aligned/results.parquet"),
-            Path("adapter/training_log.parquet"),
-            "line",
+            {
+                "baseline": Path("evaluate-baseline/results.parquet"),
+                "aligned": Path("evaluate-aligned/results.parquet"),
+                "training_log": Path("train-out/training_log.parquet"),
+                "name": "line",
+            },
         ),
     ]
     assert outputs == {
-        "curate": Path("curated"),
-        "baseline": Path("eval-baseline"),
-        "train": Path("adapter"),
-        "merge": Path("merged"),
-        "aligned": Path("eval-aligned"),
-        "report": Path("report"),
+        "curate": Path("curate-out"),
+        "baseline": Path("evaluate-baseline"),
+        "train": Path("train-out"),
+        "merge": Path("merge-out"),
+        "aligned": Path("evaluate-aligned"),
+        "report": Path("report-out"),
     }
 
 
-def test_a_complete_keyed_output_is_reused_and_an_incomplete_one_computed(tmp_path, monkeypatch):
-    """`keyed` is the one cache: it computes into the keyed directory once, then reuses it; a
-    directory without its sidecar (a stage that stopped part-way) is computed again."""
+def test_each_stage_is_one_entry_of_the_table():
+    """Name, output type, key and run: one entry per stage, the outputs' table agrees."""
+    assert list(STAGES) == ["curate", "evaluate", "train", "merge", "report"]
+    for name, stage in STAGES.items():
+        assert stage.name == name and STAGE_OUTPUTS[name] is stage.output
+        assert callable(stage.key) and callable(stage.run)
+    with pytest.raises(ArgenError, match="unknown stage 'nope'"):
+        run_stage("nope", load_config())
+
+
+@pytest.fixture
+def fake_curate(monkeypatch):
+    """The curate entry with a run that only writes its sidecar, recording each call."""
     calls = []
 
-    def fake_curate(config, out):
+    def run(config, out):
         calls.append(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "manifest.json").write_text("{}")
         return out
 
-    monkeypatch.setitem(pipeline.RUNNERS, "curate", fake_curate)
+    monkeypatch.setitem(STAGES, "curate", dataclasses.replace(STAGES["curate"], run=run))
+    return calls
+
+
+def test_a_complete_keyed_output_is_reused_and_an_incomplete_one_computed(tmp_path, fake_curate):
+    """`run_stage` is the one cache: it computes into the keyed directory once, then reuses it;
+    a directory without its sidecar (a stage that stopped part-way) is computed again."""
     config = load_config("default", [f"storage.root={tmp_path}"])
-    out = pipeline.curate_out(config)
-    assert pipeline.keyed("curate", out, config) == (out, False)
-    assert pipeline.keyed("curate", out, config) == (out, True)
-    assert pipeline.run_curate(config) == out and calls == [out]
+    out = pipeline.stage_out("curate", config)
+    assert out.parent == tmp_path / "curate"
+    assert run_stage("curate", config) == (out, False)
+    assert run_stage("curate", config) == (out, True)
+    assert pipeline.run_curate(config) == out and fake_curate == [out]
     (out / "manifest.json").unlink()
-    assert pipeline.keyed("curate", out, config) == (out, False)
-    assert calls == [out, out]
+    assert run_stage("curate", config) == (out, False)
+    assert fake_curate == [out, out]
+
+
+def test_an_explicit_out_is_computed_even_when_complete(tmp_path, fake_curate):
+    config = load_config("default", [f"storage.root={tmp_path}"])
+    out = tmp_path / "mine"
+    assert run_stage("curate", config, out) == (out, False)
+    assert run_stage("curate", config, out) == (out, False)
+    assert fake_curate == [out, out]
+
+
+def test_keys_hash_content_and_leave_run_options_out(tmp_path, monkeypatch):
+    """The key hashes inputs' content, not their paths; `options` (a progress callback) change
+    nothing; a model spec is resolved once before keying."""
+    monkeypatch.setattr(pipeline, "resolve_model", lambda spec: Path(spec))
+    config = load_config("default", [f"storage.root={tmp_path}"])
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    a.write_text("same")
+    b.write_text("same")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    split = {"train_split": a, "validation_split": a}
+    first = pipeline.stage_out("train", config, model=str(model), **split)
+    other = {"train_split": b, "validation_split": b}
+    assert pipeline.stage_out("train", config, model=str(model), callbacks=(1,), **other) == first
+    b.write_text("edited")
+    assert pipeline.stage_out("train", config, model=str(model), **other) != first
+    report = pipeline.stage_out("report", config, baseline=a, aligned=a, name="line")
+    assert report.parent == config.storage.reports and report.name.startswith("line-")

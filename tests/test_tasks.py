@@ -6,9 +6,40 @@ from prefect.cache_policies import NO_CACHE
 
 from argen.config import load_config
 from argen.errors import ArgenError, JudgeOutage
+from argen.pipeline import STAGES
 from tasks import stages as t
 
-STAGE_TASKS = [t.curate_task, t.evaluate_task, t.train_task, t.merge_task, t.report_task]
+STAGE_TASKS = list(t.TASKS.values())
+
+
+def test_every_stage_of_the_table_has_its_task():
+    assert list(t.TASKS) == list(STAGES)
+    assert [task.name for task in STAGE_TASKS] == list(STAGES)
+    assert t.title("evaluate", {"label": "baseline", "model": "m"}) == "evaluate baseline"
+    assert t.title("report", {"name": "line"}) == "report line"
+
+
+def test_a_task_is_one_call_of_run_stage(tmp_path, monkeypatch):
+    """The task runs `run_stage` with the stage's name and its inputs, and hands on the
+    reference (run here through Prefect's own task call, without a server)."""
+    import tasks.stages
+
+    seen = []
+
+    def run_stage(name, config, /, **inputs):
+        seen.append((name, inputs))
+        return tmp_path / name / "k1", True
+
+    monkeypatch.setattr(tasks.stages, "run_stage", run_stage)
+    config = load_config()
+    result = t.TASKS["evaluate"].fn(config, {"model": "m", "scenarios": "s", "label": "x"})
+    assert seen == [("evaluate", {"model": "m", "scenarios": "s", "label": "x"})]
+    assert result == {
+        "stage": "evaluate",
+        "path": str(tmp_path / "evaluate" / "k1"),
+        "key": "k1",
+        "reused": True,
+    }
 
 
 @pytest.mark.parametrize("stage_task", STAGE_TASKS, ids=lambda task: task.name)

@@ -1,0 +1,73 @@
+"""The flows without a server: a deployment is handed the resolved configuration (never the recipe
+and overrides again, so a recipe edited mid-run cannot give the worker other keys), and the
+stages a recipe sends to another pool go there."""
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import flows.pipeline
+from argen.config import Config, load_config
+from flows.evaluate import flow_config
+
+
+@pytest.mark.parametrize("recipe", ["default", "gpu", "gpu-qwen0.5b", "gpu-qwen1.5b"])
+def test_a_resolved_config_survives_its_trip_to_a_deployment(recipe):
+    config = load_config(recipe, ["train.max_steps=3"])
+    assert flow_config(config.model_dump(mode="json"), "default", None) == config
+    assert flow_config(None, recipe, ["train.max_steps=3"]) == config
+
+
+@pytest.fixture
+def deployments(monkeypatch):
+    """run_deployment recorded (every run Completed), and the stage tasks replaced."""
+    started, tasks = [], []
+
+    def run_deployment(name, parameters, timeout):
+        started.append((name, parameters, timeout))
+        return SimpleNamespace(state=SimpleNamespace(is_completed=lambda: True, name="Completed"))
+
+    def run(name, config, /, **inputs):
+        tasks.append((name, inputs))
+        return {"stage": name, "path": f"/out/{name}", "key": name, "reused": False}
+
+    monkeypatch.setattr(flows.pipeline, "run_deployment", run_deployment)
+    monkeypatch.setattr(flows.pipeline, "get_run_logger", lambda: logging.getLogger("test"))
+    monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: False)
+    monkeypatch.setattr(flows.pipeline, "stage_out", lambda name, config, **_: Path(f"/k/{name}"))
+    monkeypatch.setattr(flows.pipeline.t, "run", run)
+    return started, tasks
+
+
+def test_deployments_get_the_resolved_config_not_the_recipe(tmp_path, deployments):
+    started, tasks = deployments
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("extends: gpu\ntrain: {max_steps: 2}\n")
+    config = load_config(str(recipe))
+    recipe.write_text("extends: gpu\ntrain: {max_steps: 99}\n")  # edited while the run runs
+    runner = flows.pipeline.PrefectStages()
+    out = runner.run("evaluate", config, model="m", scenarios=Path("/t.parquet"), label="base")
+    assert out == Path("/k/evaluate")
+    ((name, parameters, _),) = started
+    assert name == config.orchestration.evaluate_deployment
+    assert set(parameters) == {"config", "model", "scenarios", "label"}
+    assert Config.model_validate(parameters["config"]).train.max_steps == 2
+    assert parameters["scenarios"] == "/t.parquet" and parameters["label"] == "base"
+    runner.run("train", config, model="m", train_split=Path("a"), validation_split=Path("b"))
+    assert started[1][0] == config.orchestration.train_deployment
+    assert started[1][2] == config.orchestration.train_timeout_s
+    runner.run("merge", config, model="m", adapter=Path("/k/train"))
+    assert tasks == [("merge", {"model": "m", "adapter": Path("/k/train")})]
+    assert [r["stage"] for r in runner.refs] == ["evaluate", "train", "merge"]
+
+
+def test_without_deployments_every_stage_is_a_task_and_training_shows_progress(deployments):
+    started, tasks = deployments
+    runner = flows.pipeline.PrefectStages()
+    config = load_config()
+    runner.run("train", config, model="m", train_split=Path("a"), validation_split=Path("b"))
+    assert started == [] and tasks[0][0] == "train"
+    (callback,) = tasks[0][1]["callbacks"]
+    assert type(callback).__name__ == "PrefectProgress"
