@@ -138,14 +138,18 @@ def cmd_report(config: Config, args: argparse.Namespace) -> Path:
 
 
 def cmd_run(config: Config, recipe: str, overrides: list[str]) -> str:
-    """The pipeline without an orchestrator (the `argen` entry point swaps in the flow); the
-    config already holds the `--set` overrides, which an orchestrator's driver is handed too."""
+    """The pipeline without an orchestrator (the `argen` entry point swaps in the flow), released
+    on the recipe's model line as the flow does; the config already holds the `--set` overrides,
+    which an orchestrator's driver is handed too."""
     from argen.pipeline import run_pipeline
+    from argen.reporting.release import line_name, release
 
-    outputs = run_pipeline(config, Path(recipe).stem)
+    line = line_name(recipe)
+    outputs = run_pipeline(config, line)
     for stage, path in outputs.items():
         log.debug("%s: %s", stage, path)
-    return console.final_lines("Completed", "pipeline finished", outputs["report"])
+    outcome = release(config, line, outputs)
+    return console.final_lines(outcome.name, outcome.message, outcome.report)
 
 
 def cmd_model(config: Config) -> Path:

@@ -4,6 +4,7 @@
 
 import os
 import sys
+from typing import cast
 
 from argen import cli, console
 
@@ -17,7 +18,8 @@ def run_with_prefect(config, recipe: str, overrides: list[str]) -> str:
     from flows.pipeline import pipeline
 
     state = pipeline(recipe=recipe, overrides=list(overrides), return_state=True)
-    return console.final_lines(state.name, state.message, state.result())
+    report = cast(str, state.result())
+    return console.final_lines(str(state.name), str(state.message), report)
 
 
 def rollback(config, recipe: str) -> str:

@@ -13,17 +13,12 @@ from prefect.states import Completed, State
 from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
-from argen.outputs import CuratedSplits, Evaluation, Report
+from argen.outputs import Report
 from argen.pipeline import is_complete, run_pipeline, stage, stage_out
-from argen.reporting.release import champion, line_name, losses, promote
+from argen.reporting.release import Outcome, line_name, losses, release
 from flows.common import JudgeBackend, form_overrides
 from tasks import stages as t
 from tasks.progress import PrefectProgress
-
-GATE_FAILED = "Gate failed"
-LOST = "Lost to champion"
-PROMOTED = "Promoted"
-
 
 DEPLOYMENTS = {"train": "train_deployment", "evaluate": "evaluate_deployment"}
 """Stages the recipe may send to another work pool, and the orchestration field naming the
@@ -98,19 +93,17 @@ def publish(report_dir: Path, summary: dict, refs: list[dict]) -> None:
     )
 
 
-def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dict) -> Path:
-    """The paired comparison of the champion (re-evaluated on this test split, with this judge)
-    against the candidate, published as a markdown section and a table artifact."""
-    run = ctx["runner"].run
-    model = champion["model_dir"]
-    judged = run("evaluate", config, model=model, scenarios=ctx["test"], label="champion")
-    baseline = Evaluation(judged).results
-    out = run("report", config, baseline=baseline, aligned=aligned, name=f"{line}-challenge")
-    summary = Report(out).record()
+def publish_challenge(line: str, outcome: Outcome) -> None:
+    """The paired comparison of the candidate with the champion it challenged, as a markdown
+    section and a table artifact."""
+    if outcome.challenge is None or outcome.champion is None:
+        return
+    summary = Report(outcome.challenge).record()
     worse = losses(summary)
     rows = score_rows(summary)
     for row in rows:
         row["champion"], row["candidate"] = row.pop("baseline"), row.pop("aligned")
+    champion = outcome.champion
     lines = [f"## Champion comparison ({line} line)", ""]
     lines += [f"Champion: `{champion['model_dir']}` (promoted {champion['at']}).", ""]
     lines += [f"- worse beyond noise: {w}" for w in worse] or ["- not worse on any dimension"]
@@ -118,12 +111,12 @@ def challenge(config: Config, line: str, champion: dict, aligned: Path, ctx: dic
     create_table_artifact(
         table=rows, key="argen-champion", description="Candidate vs champion, paired, same split"
     )
-    return out
 
 
-def outcome(name: str, message: str, report_dir: Path) -> State:
-    """The run's final state, named for the release outcome, with a `argen-release` artifact
-    saying why."""
+def final_state(outcome: Outcome) -> State:
+    """The run's final state, named for the release outcome (the UI shows it at a glance), with
+    an `argen-release` artifact saying why."""
+    name, message, report_dir = outcome.name, outcome.message, outcome.report
     get_run_logger().info("release: %s: %s", name, message)
     create_markdown_artifact(
         markdown=f"## Release: {name}\n\n{message}\n\nReport: `{report_dir}`",
@@ -131,28 +124,6 @@ def outcome(name: str, message: str, report_dir: Path) -> State:
         description=f"Release outcome: {name}",
     )
     return Completed(name=name, message=message, data=str(report_dir))
-
-
-def release(config: Config, line: str, merged: Path, report_dir: Path, ctx: dict) -> State:
-    """Promote the candidate if its gate passed and it is not worse than the line's champion
-    beyond noise; the returned state names the outcome (the UI shows it at a glance)."""
-    summary = Report(report_dir).record()
-    if not summary["gate_passed"]:
-        failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
-        message = "release gate failed, the champion stays: " + "; ".join(failed)
-        return outcome(GATE_FAILED, message, report_dir)
-    current = champion(config, line)
-    if current and current["model_dir"] == str(merged):
-        return outcome("Completed", f"{merged} is already the {line} champion", report_dir)
-    challenge_dir = None
-    if current:
-        challenge_dir = challenge(config, line, current, ctx["aligned"], ctx)
-        worse = losses(Report(challenge_dir).record())
-        if worse:
-            message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
-            return outcome(LOST, message, report_dir)
-    promote(config, line, merged, report_dir, challenge_dir)
-    return outcome(PROMOTED, f"{merged} is now the {line} champion", report_dir)
 
 
 @flow(
@@ -181,9 +152,7 @@ def pipeline(
     line = line_name(recipe)
     runner = PrefectStages()
     outputs = run_pipeline(config, line, runner)
-    report_dir = outputs["report"]
-    summary = Report(report_dir).record()
-    publish(report_dir, summary, runner.refs)
-    ctx = {"runner": runner, "test": CuratedSplits(outputs["curate"]).test}
-    ctx["aligned"] = Evaluation(outputs["aligned"]).results
-    return release(config, line, outputs["merge"], report_dir, ctx)
+    publish(outputs["report"], Report(outputs["report"]).record(), runner.refs)
+    outcome = release(config, line, outputs, runner)
+    publish_challenge(line, outcome)
+    return final_state(outcome)

@@ -71,3 +71,16 @@ def test_without_deployments_every_stage_is_a_task_and_training_shows_progress(d
     assert started == [] and tasks[0][0] == "train"
     (callback,) = tasks[0][1]["callbacks"]
     assert type(callback).__name__ == "PrefectProgress"
+
+
+def test_the_release_outcome_names_the_runs_final_state(monkeypatch):
+    from argen.reporting.release import LOST, Outcome
+
+    made = []
+    monkeypatch.setattr(flows.pipeline, "create_markdown_artifact", lambda **kw: made.append(kw))
+    monkeypatch.setattr(flows.pipeline, "get_run_logger", lambda: logging.getLogger("test"))
+    state = flows.pipeline.final_state(Outcome(LOST, "worse on dharma", Path("/r")))
+    assert (state.name, state.message, state.is_completed()) == (LOST, "worse on dharma", True)
+    assert made[0]["key"] == "argen-release" and "worse on dharma" in made[0]["markdown"]
+    flows.pipeline.publish_challenge("line", Outcome(LOST, "m", Path("/r")))  # no champion
+    assert len(made) == 1

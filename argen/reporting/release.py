@@ -3,17 +3,28 @@ history of promotions and rollbacks (which model, which report, when, the figure
 
 A line is a recipe because a recipe fixes the base model, the training budget and the judge:
 a 12-step CPU `default` run can never replace the `gpu` recipe's model. The champion is the
-last promoted model not rolled back; the history is replayed to find it, never rewritten."""
+last promoted model not rolled back; the history is replayed to find it, never rewritten.
+
+`release` decides what becomes of a pipeline run's candidate (promoted, gate failed, lost to
+champion) and returns that outcome; whoever ran the pipeline (`argen run` in this process, or the
+Prefect flow, which publishes it and names its final state after it) only reports it."""
 
 import json
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from argen.atomic import atomic_file
 from argen.config import Config
 from argen.errors import ArgenError
-from argen.outputs import Report
+from argen.outputs import CuratedSplits, Evaluation, Report
+from argen.pipeline import InProcess, StageRunner
+
+GATE_FAILED = "Gate failed"
+LOST = "Lost to champion"
+PROMOTED = "Promoted"
+ALREADY_CHAMPION = "Completed"
 
 
 def line_name(recipe: str) -> str:
@@ -116,3 +127,55 @@ def losses(challenge_summary: dict) -> list[str]:
         for v in challenge_summary["verdict"]
         if v["call"] == "worse"
     ]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a release ended: its name (`PROMOTED`, `GATE_FAILED`, `LOST`, or `ALREADY_CHAMPION`
+    when the candidate already is the champion), why, the candidate's report, and the champion
+    it was compared with and that comparison's report, when there was one."""
+
+    name: str
+    message: str
+    report: Path
+    champion: dict | None = None
+    challenge: Path | None = None
+
+
+def release(
+    config: Config, line: str, outputs: dict[str, Path], runner: StageRunner | None = None
+) -> Outcome:
+    """Promote a pipeline run's merged model (`outputs` as `run_pipeline` returns them) if its
+    release gate passed and it is not worse than the line's champion beyond noise. The champion
+    is evaluated again on this run's test split with this judge, through `runner` (this process
+    by default), and compared with the candidate, paired."""
+    report_dir, merged = outputs["report"], outputs["merge"]
+    summary = Report(report_dir).record()
+    if not summary["gate_passed"]:
+        failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
+        message = "release gate failed, the champion stays: " + "; ".join(failed)
+        return Outcome(GATE_FAILED, message, report_dir)
+    current = champion(config, line)
+    if current and current["model_dir"] == str(merged):
+        return Outcome(ALREADY_CHAMPION, f"{merged} is already the {line} champion", report_dir)
+    challenge = None
+    if current:
+        run = (runner or InProcess()).run
+        test = CuratedSplits(outputs["curate"]).test
+        judged = run(
+            "evaluate", config, model=current["model_dir"], scenarios=test, label="champion"
+        )
+        challenge = run(
+            "report",
+            config,
+            baseline=Evaluation(judged).results,
+            aligned=Evaluation(outputs["aligned"]).results,
+            name=f"{line}-challenge",
+        )
+        worse = losses(Report(challenge).record())
+        if worse:
+            message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
+            return Outcome(LOST, message, report_dir, current, challenge)
+    promote(config, line, merged, report_dir, challenge)
+    message = f"{merged} is now the {line} champion"
+    return Outcome(PROMOTED, message, report_dir, current, challenge)
