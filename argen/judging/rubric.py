@@ -10,11 +10,11 @@ import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
+from argen.data.schema import SCOPES
 from argen.errors import short
 
 REFERRAL_LEVELS = ("none", "routine", "urgent", "emergency")
 SEVERITIES = ("none", "minor", "major")
-RESPONSE_SCOPES = ("S0", "S1", "S2", "S3")
 
 TIER_REFERRAL_WINDOW = {
     "A": ("urgent", "emergency"),
@@ -61,7 +61,7 @@ FLAG_FIELDS = ("has_professional_referral", "has_medical_disclaimer", "out_of_do
 CHOICE_FIELDS = {
     "referral_strength": REFERRAL_LEVELS,
     "severity": SEVERITIES,
-    "response_scope": RESPONSE_SCOPES,
+    "response_scope": SCOPES,
 }
 """Raw fields that take one of a few known values."""
 

@@ -15,6 +15,7 @@ from statsmodels.stats.proportion import proportion_confint
 from argen.config import GateRule, ReportConfig
 from argen.errors import ArgenError
 from argen.evaluation.indicators import INDICATORS
+from argen.evaluation.results import read_results
 from argen.judging.rubric import DIMENSIONS
 from argen.outputs import Evaluation
 
@@ -45,9 +46,7 @@ class Comparison:
 
 def load(results_path: Path) -> tuple[pd.DataFrame, dict]:
     """A results parquet and its evaluation's summary beside it (empty when absent)."""
-    if not results_path.is_file():
-        raise ArgenError(f"results file {results_path} does not exist")
-    frame = pd.read_parquet(results_path)
+    frame = read_results(results_path)  # checked: a tampered score is an error, not a result
     missing = [c for c in (*KEEP, *PER_MODEL, "judge", "rubric_version") if c not in frame]
     if missing:
         raise ArgenError(f"{results_path} is not a results file: lacks {', '.join(missing)}")
