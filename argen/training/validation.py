@@ -9,6 +9,9 @@ adapter from what is left.
 
 The adapter kept is the one with the best ``objective``: the combined score minus each
 `train.penalties` weight times its gaming indicator's rate, the validation twin of the reward.
+It is written under a temporary name and renamed (its score inside), and its step is recorded
+in the history only after that: an interrupted run never leaves a record of a best adapter it
+did not finish writing.
 """
 
 import json
@@ -21,6 +24,7 @@ import pandas as pd
 import torch
 from transformers import Trainer, TrainerCallback
 
+from argen.atomic import atomic_dir, atomic_file
 from argen.config import Config, Indicator
 from argen.evaluation.evaluate import judge_frame
 from argen.evaluation.indicators import INDICATORS, indicator_columns, indicator_rates
@@ -52,8 +56,13 @@ class ValidationCallback(TrainerCallback):
 
     @staticmethod
     def _load(path: Path):
-        """What an interrupted run wrote before it stopped (None when nothing was)."""
-        return json.loads(path.read_text()) if path.is_file() else None
+        """What an interrupted run wrote before it stopped (None when nothing was, or when it
+        is not readable: both files are written whole, so that means damage, and the steps
+        are scored again)."""
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         """Score the untrained policy once: the starting point every later record compares to."""
@@ -69,6 +78,8 @@ class ValidationCallback(TrainerCallback):
         record (None in a process that does not validate, see `RankValidation`)."""
         done = [h for h in self.history if h["step"] == step]
         if done:
+            if self._is_best(done[0]):  # recorded, but its adapter was lost to an interruption
+                self._save_best(model, done[0])
             return done[0]
         was_training = model.training
         model.eval()
@@ -98,9 +109,11 @@ class ValidationCallback(TrainerCallback):
         for name, rate in indicator_rates(indicator_columns(answered)).items():
             record[name] = math.nan if rate["rate"] is None else rate["rate"]
         record["objective"] = objective(record, self.config.train.penalties)
+        if self._is_best(record):
+            self._save_best(model, record)  # before the record: a recorded best is on disk
         self.history = [h for h in self.history if h["step"] < step] + [record]
-        self.history_file.parent.mkdir(parents=True, exist_ok=True)
-        self.history_file.write_text(json.dumps(self.history, indent=2))
+        with atomic_file(self.history_file) as tmp:
+            tmp.write_text(json.dumps(self.history, indent=2))
         log.info("validation at step %d: combined %.4f", step, record["combined"])
         if self.trainer is not None:
             # transformers' own log: TRL's would take this step's training metrics into the
@@ -109,12 +122,16 @@ class ValidationCallback(TrainerCallback):
             logs = {f"validation/{k}": v for k, v in record.items() if k != "step"}
             Trainer.log(self.trainer, logs)
             self.trainer.control.should_log = should_log
-        if self._is_best(record):
-            self.best = record
-            model.save_pretrained(self.best_dir)
-            (self.best_dir / "score.json").write_text(json.dumps(record, indent=2))
         torch.manual_seed(self.config.train.seed + step)  # keep rollouts independent of this
         return record
+
+    def _save_best(self, model, record: dict) -> None:
+        """Write the adapter and its score under a temporary name, then rename it to `best`:
+        an interruption leaves the earlier best or the new one, never a torn one."""
+        with atomic_dir(self.best_dir) as tmp:
+            model.save_pretrained(tmp)
+            (tmp / "score.json").write_text(json.dumps(record, indent=2))
+        self.best = record
 
     def _is_best(self, record: dict) -> bool:
         """The untrained policy (step 0) is a reference, never a candidate."""
