@@ -23,7 +23,11 @@ def json_sha256(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def tree_files(path: Path) -> list[Path]:
+    """Every file of a directory tree, sorted: what its content hash and a sidecar cover."""
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
 def dir_sha256(path: Path) -> str:
     """Hex sha256 over every file's relative path and content hash in a directory tree."""
-    files = sorted(p for p in path.rglob("*") if p.is_file())
-    return json_sha256({str(p.relative_to(path)): file_sha256(p) for p in files})
+    return json_sha256({str(p.relative_to(path)): file_sha256(p) for p in tree_files(path)})

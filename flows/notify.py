@@ -2,6 +2,8 @@
 a pipeline run ends "Gate failed" or "Lost to champion"; it sends the run's message through a
 notification block the team configures (any Prefect notification block: a webhook, Slack...)."""
 
+from typing import Any
+
 from prefect import flow, get_run_logger
 from prefect.blocks.core import Block
 
@@ -23,7 +25,7 @@ def release_notice(
     """
     log = get_run_logger()
     try:
-        notifier = Block.load(block)
+        notifier: Any = Block.load(block)  # the block type the team chose: any notifier
     except ValueError:
         log.warning("no notification block %s: configure one to be told of releases", block)
         return "not sent"

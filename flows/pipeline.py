@@ -13,7 +13,7 @@ from prefect.states import Completed, State
 from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
-from argen.outputs import Report
+from argen.outputs import Report, ReportSummary
 from argen.pipeline import is_complete, run_pipeline, stage, stage_out
 from argen.reporting.release import Outcome, line_name, losses, release
 from flows.common import JudgeBackend, form_overrides
@@ -63,16 +63,27 @@ class PrefectStages:
         return Path(ref["path"])
 
 
-def score_rows(summary: dict) -> list[dict]:
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def score_rows(summary: ReportSummary) -> list[dict]:
     """The summary's score table, rounded for an artifact."""
-    keys = ("baseline", "aligned", "difference", "ci_low", "ci_high")
     return [
-        {"dimension": s["dimension"], **{k: round(s[k], 3) for k in keys}, "holm_p": s["p_holm"]}
-        for s in summary["scores"]
+        {
+            "dimension": s.dimension,
+            "baseline": _rounded(s.baseline),
+            "aligned": _rounded(s.aligned),
+            "difference": _rounded(s.difference),
+            "ci_low": _rounded(s.ci_low),
+            "ci_high": _rounded(s.ci_high),
+            "holm_p": s.p_holm,
+        }
+        for s in summary.scores
     ]
 
 
-def publish(report_dir: Path, summary: dict, refs: list[dict]) -> None:
+def publish(report_dir: Path, summary: ReportSummary, refs: list[dict]) -> None:
     """The report as a keyed (versioned) markdown artifact and a summary table artifact; a run
     whose every stage was reused says so at the top."""
     markdown = Report(report_dir).markdown.read_text()
@@ -85,7 +96,7 @@ def publish(report_dir: Path, summary: dict, refs: list[dict]) -> None:
     create_markdown_artifact(
         markdown=markdown, key="argen-report", description=f"Comparison report ({report_dir})"
     )
-    gate = "passed" if summary["gate_passed"] else "failed"
+    gate = "passed" if summary.gate_passed else "failed"
     create_table_artifact(
         table=score_rows(summary),
         key="argen-summary",
@@ -98,7 +109,7 @@ def publish_challenge(line: str, outcome: Outcome) -> None:
     section and a table artifact."""
     if outcome.challenge is None or outcome.champion is None:
         return
-    summary = Report(outcome.challenge).record()
+    summary = Report(outcome.challenge).summary()
     worse = losses(summary)
     rows = score_rows(summary)
     for row in rows:
@@ -152,7 +163,7 @@ def pipeline(
     line = line_name(recipe)
     runner = PrefectStages()
     outputs = run_pipeline(config, line, runner)
-    publish(outputs["report"], Report(outputs["report"]).record(), runner.refs)
+    publish(outputs["report"], Report(outputs["report"]).summary(), runner.refs)
     outcome = release(config, line, outputs, runner)
     publish_challenge(line, outcome)
     return final_state(outcome)

@@ -126,7 +126,7 @@ def start_postgres(root: Path, log: Path, timeout: float = 60) -> subprocess.Pop
         start_new_session=True,
         **_as_owner(root),
     )
-    ready = [bindir() / "pg_isready", "-q", "-h", root / "run", "-p", SOCKET_PORT]
+    ready = [str(bindir() / "pg_isready"), "-q", "-h", str(root / "run"), "-p", SOCKET_PORT]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -84,3 +84,10 @@ def test_the_release_outcome_names_the_runs_final_state(monkeypatch):
     assert made[0]["key"] == "argen-release" and "worse on dharma" in made[0]["markdown"]
     flows.pipeline.publish_challenge("line", Outcome(LOST, "m", Path("/r")))  # no champion
     assert len(made) == 1
+
+
+def test_mypy_covers_tasks_and_flows():
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert {"argen", "tasks", "flows"} <= set(pyproject["tool"]["mypy"]["files"])

@@ -3,6 +3,7 @@
 process, or a Prefect flow's) runs them."""
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from argen import pipeline
 from argen.config import load_config
 from argen.errors import ArgenError
-from argen.outputs import STAGE_OUTPUTS
+from argen.outputs import Adapter, CuratedSplits, Evaluation, Merged, Report
 from argen.pipeline import STAGES, run_pipeline, run_stage
 
 
@@ -68,8 +69,10 @@ def test_each_stage_is_one_entry_of_the_table():
     """Name, output type, key and run: one entry per stage, the outputs' table agrees."""
     assert list(STAGES) == ["curate", "evaluate", "train", "merge", "report"]
     for name, stage in STAGES.items():
-        assert stage.name == name and STAGE_OUTPUTS[name] is stage.output
+        assert stage.name == name
         assert callable(stage.key) and callable(stage.run)
+    outputs = [stage.output for stage in STAGES.values()]
+    assert outputs == [CuratedSplits, Evaluation, Adapter, Merged, Report]
     with pytest.raises(ArgenError, match="unknown stage 'nope'"):
         run_stage("nope", load_config())
 
@@ -130,3 +133,82 @@ def test_keys_hash_content_and_leave_run_options_out(tmp_path, monkeypatch):
     assert pipeline.stage_out("train", config, model=str(model), **other) != first
     report = pipeline.stage_out("report", config, baseline=a, aligned=a, name="line")
     assert report.parent == config.storage.reports and report.name.startswith("line-")
+
+
+@pytest.fixture
+def fake_curate_files(monkeypatch):
+    """The curate entry with a run that writes a split and its sidecar, recording each call."""
+    calls = []
+
+    def run(config, out):
+        calls.append(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "test.parquet").write_text("rows")
+        (out / "manifest.json").write_text('{"stage": "curate"}')
+        return out
+
+    monkeypatch.setitem(STAGES, "curate", dataclasses.replace(STAGES["curate"], run=run))
+    return calls
+
+
+def test_a_reused_output_is_checked_against_its_record(tmp_path, fake_curate_files, caplog):
+    """Every output run_stage makes is sealed; a keyed output whose file changed, went missing
+    or whose record lists no files (an older ArGen's) is computed again, with a warning."""
+    config = load_config("default", [f"storage.root={tmp_path}"])
+    out, _ = run_stage("curate", config)
+    record = CuratedSplits(out).read()
+    assert record.stage == "curate" and record.files and set(record.files) == {"test.parquet"}
+    assert run_stage("curate", config) == (out, True)
+    (out / "test.parquet").write_text("ROWS")
+    assert run_stage("curate", config) == (out, False)
+    assert "test.parquet does not match its recorded SHA-256" in caplog.text
+    assert run_stage("curate", config) == (out, True)
+    (out / "manifest.json").write_text('{"stage": "curate"}')  # an older ArGen's record
+    assert run_stage("curate", config) == (out, False)
+    assert len(fake_curate_files) == 3
+
+
+def test_an_input_changed_after_its_stage_wrote_it_is_refused(
+    tmp_path, fake_curate_files, monkeypatch
+):
+    monkeypatch.setattr(pipeline, "resolve_model", lambda spec: Path(spec))
+    config = load_config("default", [f"storage.root={tmp_path}"])
+    out, _ = run_stage("curate", config)
+    split = CuratedSplits(out).test
+    pipeline.check_inputs({"scenarios": split, "label": "x"})  # as written: accepted
+    split.write_text("ROWS")
+    with pytest.raises(ArgenError, match=r"scenarios: .*test\.parquet does not match its recorded"):
+        run_stage("evaluate", config, model="m", scenarios=split, label="x")
+    pipeline.check_inputs({"scenarios": tmp_path / "elsewhere.parquet"})  # not an output
+
+
+def sealed(folder: Path, stage: str, sidecar: str = "manifest.json", **record) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "weights.bin").write_bytes(b"w")
+    (folder / sidecar).write_text(json.dumps(record))
+    STAGES[stage].output(folder).seal(stage)
+    return folder
+
+
+def test_overwrite_replaces_only_an_output_of_the_same_stage(tmp_path):
+    adapter = sealed(tmp_path / "adapter", "train")
+    with pytest.raises(ArgenError, match="holds an argen train output, not an argen curate"):
+        pipeline.check_out("curate", adapter, overwrite=True)
+    assert pipeline.check_out("train", adapter, overwrite=True) == adapter
+    evaluation = sealed(tmp_path / "eval", "evaluate", "summary.json")
+    with pytest.raises(ArgenError, match="holds an argen evaluate output, not an argen report"):
+        pipeline.check_out("report", evaluation, overwrite=True)
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "summary.json").write_text(json.dumps({"gate_passed": True, "verdict": []}))
+    with pytest.raises(ArgenError, match="names no stage"):
+        pipeline.check_out("report", older, overwrite=True)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "manifest.json").write_text(json.dumps({"name": "my project"}))
+    with pytest.raises(ArgenError, match="names no stage"):
+        pipeline.check_out("curate", theirs, overwrite=True)
+    (adapter / "notes.txt").write_text("mine")
+    with pytest.raises(ArgenError, match=r"does not list \(notes.txt\)"):
+        pipeline.check_out("train", adapter, overwrite=True)
+    assert (adapter / "notes.txt").read_text() == "mine"

@@ -18,8 +18,8 @@ from pathlib import Path
 from argen.atomic import atomic_file
 from argen.config import Config
 from argen.errors import ArgenError
-from argen.outputs import CuratedSplits, Evaluation, Report
-from argen.pipeline import InProcess, StageRunner
+from argen.outputs import CuratedSplits, Evaluation, Report, ReportSummary
+from argen.pipeline import InProcess, StageRunner, check_inputs
 
 GATE_FAILED = "Gate failed"
 LOST = "Lost to champion"
@@ -86,7 +86,7 @@ def promote(
 ) -> dict:
     """Make `model_dir` the line's champion, citing its report (and the comparison with the
     champion it replaces, if there was one) and the report's score figures."""
-    summary = Report(report_dir).record()
+    summary = Report(report_dir).summary()
     previous = champion(config, line)
     return _append(
         config,
@@ -97,7 +97,7 @@ def promote(
             "report": str(report_dir),
             "challenge_report": str(challenge) if challenge else None,
             "replaced": previous["model_dir"] if previous else None,
-            "figures": {s["dimension"]: s["aligned"] for s in summary["scores"]},
+            "figures": {score.dimension: score.aligned for score in summary.scores},
         },
     )
 
@@ -118,14 +118,13 @@ def rollback(config: Config, line: str) -> dict:
     )
 
 
-def losses(challenge_summary: dict) -> list[str]:
+def losses(challenge: ReportSummary) -> list[str]:
     """Dimensions on which the challenger is worse than the champion beyond noise (the paired
     comparison's verdict: Holm-adjusted p below alpha and the whole interval below zero)."""
     return [
-        f"{v['dimension']} {v['difference']:+.3f} "
-        f"(95% CI [{v['ci_low']:+.3f}, {v['ci_high']:+.3f}])"
-        for v in challenge_summary["verdict"]
-        if v["call"] == "worse"
+        f"{v.dimension} {v.difference:+.3f} (95% CI [{v.ci_low:+.3f}, {v.ci_high:+.3f}])"
+        for v in challenge.verdict
+        if v.call == "worse"
     ]
 
 
@@ -150,9 +149,10 @@ def release(
     is evaluated again on this run's test split with this judge, through `runner` (this process
     by default), and compared with the candidate, paired."""
     report_dir, merged = outputs["report"], outputs["merge"]
-    summary = Report(report_dir).record()
-    if not summary["gate_passed"]:
-        failed = [g["rule"] + ": " + g["evidence"] for g in summary["gate"] if not g["passed"]]
+    check_inputs({"report": report_dir, "merged model": merged})
+    summary = Report(report_dir).summary()
+    if not summary.gate_passed:
+        failed = [f"{g.rule}: {g.evidence}" for g in summary.gate if not g.passed]
         message = "release gate failed, the champion stays: " + "; ".join(failed)
         return Outcome(GATE_FAILED, message, report_dir)
     current = champion(config, line)
@@ -172,7 +172,7 @@ def release(
             aligned=Evaluation(outputs["aligned"]).results,
             name=f"{line}-challenge",
         )
-        worse = losses(Report(challenge).record())
+        worse = losses(Report(challenge).summary())
         if worse:
             message = f"worse than the {line} champion beyond noise: " + "; ".join(worse)
             return Outcome(LOST, message, report_dir, current, challenge)

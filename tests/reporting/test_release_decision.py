@@ -100,3 +100,17 @@ def test_argen_run_without_prefect_releases(tmp_path, monkeypatch, config):
     lines = cli.cmd_run(config, "default", [])
     assert lines.splitlines()[0] == f"Promoted: {done['merge']} is now the default champion"
     assert release.champion(config, "default")["model_dir"] == str(done["merge"])
+
+
+def test_a_report_edited_after_it_was_written_is_never_promoted(tmp_path, config):
+    """A gate-failed report whose summary was edited to pass: refused, naming the file."""
+    from argen.errors import ArgenError
+    from argen.outputs import Report
+
+    done = outputs(tmp_path, "a", gate_passed=False)
+    Report(done["report"]).seal("report")
+    summary = done["report"] / "summary.json"
+    summary.write_text(json.dumps(json.loads(summary.read_text()) | {"gate_passed": True}))
+    with pytest.raises(ArgenError, match=r"report: .*summary.json was edited after it was written"):
+        release.release(config, "line", done)
+    assert release.champion(config, "line") is None

@@ -6,6 +6,7 @@ import pytest
 
 from argen.config import load_config
 from argen.errors import ArgenError
+from argen.outputs import ReportSummary
 from argen.reporting import release
 
 
@@ -14,7 +15,8 @@ def report(tmp_path, name: str, combined: float):
     directory = tmp_path / "reports" / name
     directory.mkdir(parents=True)
     scores = [{"dimension": "combined", "aligned": combined}]
-    (directory / "summary.json").write_text(json.dumps({"scores": scores}))
+    record = {"gate_passed": True, "verdict": [], "scores": scores}
+    (directory / "summary.json").write_text(json.dumps(record))
     return directory
 
 
@@ -80,8 +82,12 @@ def test_losses_are_the_dimensions_worse_beyond_noise():
             "ci_high": 0.3,
         },
     ]
-    assert release.losses({"verdict": verdict}) == ["ahimsa -0.200 (95% CI [-0.300, -0.100])"]
-    assert release.losses({"verdict": verdict[1:]}) == []
+
+    def summary(rows):
+        return ReportSummary(gate_passed=True, verdict=rows)
+
+    assert release.losses(summary(verdict)) == ["ahimsa -0.200 (95% CI [-0.300, -0.100])"]
+    assert release.losses(summary(verdict[1:])) == []
 
 
 def test_a_line_is_named_after_its_recipe_with_dots_kept():
