@@ -1,5 +1,5 @@
 """Training checkpoints: which one transformers finished writing, so that a stopped run resumes
-from it (and never from one whose writing was cut short)."""
+from it (and never from one whose writing was cut short), and whether it was the last step."""
 
 import json
 import logging
@@ -7,7 +7,10 @@ import re
 import shutil
 from pathlib import Path
 
+from peft import set_peft_model_state_dict
 from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+from transformers import Trainer, TrainerState
 
 log = logging.getLogger(__name__)
 
@@ -44,3 +47,27 @@ def last_complete_checkpoint(work: Path) -> Path | None:
         log.warning("skipping %s: its writing did not finish (stopped while saving)", folder)
         shutil.rmtree(folder, ignore_errors=True)
     return None
+
+
+def finished(checkpoint: Path) -> bool:
+    """Whether `checkpoint` holds the run's last step. transformers resumed from it would train
+    one step more (it compares the step count with max_steps only after a step)."""
+    state = checkpoint_state(checkpoint) or {}
+    return 0 < state.get("max_steps", 0) <= state.get("global_step", 0)
+
+
+def restore(trainer: Trainer, checkpoint: Path) -> None:
+    """Put `trainer` where it stood at `checkpoint` (its state and its adapter), training
+    nothing: what resuming from a finished run's last checkpoint means."""
+    log.info("%s is the run's last step: nothing left to train", checkpoint)
+    trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+    set_peft_model_state_dict(trainer.model, load_file(checkpoint / "adapter_model.safetensors"))
+
+
+def train_from(trainer: Trainer, checkpoint: Path | None) -> None:
+    """Train, resuming from `checkpoint` (None: from the start); a finished run's last
+    checkpoint is restored, not trained past."""
+    if checkpoint is not None and finished(checkpoint):
+        restore(trainer, checkpoint)
+    else:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

@@ -42,7 +42,7 @@ from argen.judging.scoring import make_backend, open_cache
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import distributed, steplog
-from argen.training.checkpoints import checkpoint_state, last_complete_checkpoint
+from argen.training.checkpoints import checkpoint_state, last_complete_checkpoint, train_from
 from argen.training.distributed import (
     RankTotals,
     RankValidation,
@@ -326,7 +326,7 @@ def _fit(
     if resume:
         log.info("resuming from %s", resume)
     try:
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        train_from(trainer, resume)
         validator.validate(trainer.model, trainer.state.global_step)  # always score the last one
     finally:
         finish_tracking(config.train)

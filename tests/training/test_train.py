@@ -361,3 +361,34 @@ def test_judge_failing_everything_stops_early(default_model_dir, tmp_path, monke
             tmp_path / "o",
         )
     assert not (tmp_path / "o").exists()
+
+
+class CrashAfterLastCheckpoint(TrainerCallback):
+    """Dies right after the last step's checkpoint is written, before the output is."""
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == state.max_steps:
+            raise KeyboardInterrupt("simulated crash")
+
+
+def test_resuming_from_the_last_checkpoint_trains_nothing_more(tiny_model_dir, tmp_path):
+    config = tiny(tmp_path, "train.validation_steps=10", "train.wandb_mode=disabled")
+    splits = (  # an epoch longer than the run: transformers would go on within it
+        split_file(tmp_path / "t.parquet", "train", n=8),
+        split_file(tmp_path / "v.parquet", "validation"),
+    )
+    out = tmp_path / "adapter"
+    with pytest.raises(KeyboardInterrupt):
+        train(config, tiny_model_dir, *splits, out, callbacks=[CrashAfterLastCheckpoint()])
+    last = tmp_path / "adapter.partial" / "checkpoint-2"
+    assert last.is_dir() and not out.exists()
+    saved = load_file(last / "adapter_model.safetensors")
+    recorder = Recorder()
+    train(config, tiny_model_dir, *splits, out, callbacks=[recorder])
+    assert recorder.first_step is None  # no step trained: the run had finished
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["resumed_from"].endswith("checkpoint-2") and manifest["steps"] == 2
+    assert manifest["judge"] == {"judged": 2 * 2 * 2, "failures": 0}  # 2 steps x 2 prompts x 2
+    assert all(
+        torch.equal(saved[k], v) for k, v in load_file(out / "adapter_model.safetensors").items()
+    )
