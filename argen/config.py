@@ -1,25 +1,46 @@
 """Typed configuration: a YAML recipe from `argen/recipes/` plus `section.field=value` overrides.
 
 Every section forbids unknown keys, so a typo is an error that names the key instead of a
-setting that silently does nothing.
+setting that silently does nothing. Values are strict where a lenient reading would hide a
+mistake: `true` is not a count, a number is finite, a step count is at least 1, and an error
+quotes only the start of a bad value.
 """
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from argen.errors import ArgenError
+from argen.errors import ArgenError, short
 from argen.models import DEFAULT_MODEL
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
 
 
 class Section(BaseModel):
-    """Base for config sections: unknown keys are errors, values are validated on assignment."""
+    """Base for config sections: unknown keys are errors, values are validated on assignment,
+    numbers are finite (no .inf timeout), and true/false is never read as a number."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_flag_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic reads `true` as 1 for an int or float field; only a flag field takes it."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is not bool and bool not in getattr(annotation, "__args__", ()):
+                raise ValueError("expected a value of this field's type, not true or false")
+        return value
 
 
 class StorageConfig(Section):
@@ -66,7 +87,7 @@ class CurateConfig(Section):
         [Path("data/scenarios")], description="Source files or directories (jsonl, csv, parquet)."
     )
     split: SplitConfig = SplitConfig()
-    seed: int = 13
+    seed: int = Field(13, ge=0)
     near_duplicate_threshold: float = Field(
         0.92, gt=0, le=1, description="Cosine similarity at or above which prompts are duplicates."
     )
@@ -89,7 +110,7 @@ class GenerationConfig(Section):
     temperature: float = Field(0.0, ge=0, description="0 means greedy decoding.")
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int | None = Field(None, gt=0)
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     batch_size: int = Field(16, gt=0, description="Prompts per generation batch (evaluation).")
     engine: Literal["auto", "fast", "transformers"] = Field(
         "auto",
@@ -136,7 +157,7 @@ class JudgeConfig(Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0, description="Retries of 429, 5xx, timeouts (the client's).")
     invalid_retries: int = Field(2, ge=0, description="Re-asks after invalid JSON or fields.")
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     max_failure_rate: float = Field(0.05, ge=0, le=1)
     cache: bool = Field(True, description="Persist judgements under the artifacts root.")
     weights: WeightsConfig = WeightsConfig()
@@ -165,7 +186,9 @@ class TrainConfig(Section):
         description="Micro-batches per optimizer step: the same step in less memory (on a CPU, "
         "the default's 32 completions in one micro-batch peaked at 20 GB, in two at 13 GB).",
     )
-    max_steps: int = Field(8, description="Optimizer steps; -1 trains num_train_epochs.")
+    max_steps: int = Field(
+        8, description="Optimizer steps (at least 1); -1 trains num_train_epochs."
+    )
     num_train_epochs: float = Field(1.0, gt=0)
     learning_rate: float = Field(1e-3, gt=0)
     warmup_steps: float = Field(
@@ -191,7 +214,7 @@ class TrainConfig(Section):
         "prompts_per_step stays the global batch: each process gets 1/N of its completions.",
     )
     lora: LoraConfig = LoraConfig()
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     gradient_checkpointing: bool = False
     logging_steps: int = Field(1, gt=0)
     save_steps: int = Field(4, gt=0, description="Checkpoint interval (optimizer steps).")
@@ -209,6 +232,13 @@ class TrainConfig(Section):
     )
     wandb_mode: Literal["offline", "online", "disabled"] = "offline"
     wandb_project: str = "argen"
+
+    @field_validator("max_steps")
+    @classmethod
+    def _steps(cls, value: int) -> int:
+        if value < 1 and value != -1:
+            raise ValueError("must be at least 1 (or -1: train for num_train_epochs)")
+        return value
 
 
 class SftConfig(Section):
@@ -272,7 +302,7 @@ class ReportConfig(Section):
     allow_mismatch: bool = Field(
         False, description="Compare results made with different settings (flagged on top)."
     )
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     smoke_run: bool = Field(
         True,
         description="The recipe only proves the pipeline runs (the embedded default on a CPU): "
@@ -363,26 +393,32 @@ def _apply_override(data: dict[str, Any], item: str) -> None:
     """Set one ``section.field=value`` override in the raw recipe; the value is parsed as YAML."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
-        raise ArgenError(f"override {item!r} must look like section.field=value")
+        raise ArgenError(f"override {short(item)} must look like section.field=value")
     *parents, leaf = key.strip().split(".")
     node = data
     for part in parents:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ArgenError(f"override {item!r}: {part!r} is not a section")
+            raise ArgenError(f"override {short(item)}: {short(part)} is not a section")
     try:
         node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ArgenError(f"override {item!r}: the value is not valid YAML ({reason})") from None
+        raise ArgenError(
+            f"override {short(item)}: the value is not valid YAML ({reason})"
+        ) from None
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, most: int = 10) -> str:
+    """One line per problem (at most `most`), each quoting only the start of the bad value."""
     lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    errors = exc.errors()
+    for err in errors[:most]:
+        where = ".".join(str(p) for p in err["loc"])[:80] or "(top level)"
         if err["type"] == "extra_forbidden":
             lines.append(f"  {where}: unknown key")
         else:
-            lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
+            lines.append(f"  {where}: {err['msg'][:200]} (got {short(err.get('input'))})")
+    if len(errors) > most:
+        lines.append(f"  ... and {len(errors) - most} more problem(s)")
     return "\n".join(lines)

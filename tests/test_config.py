@@ -130,3 +130,46 @@ def test_a_bundled_recipe_states_only_what_it_changes(recipe):
         if _at(before, path) == _at(after, path) != "<not set>"
     ]
     assert not restated, f"{recipe} restates what it inherits: {restated}"
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("train.max_steps=-5", r"train\.max_steps: .*at least 1 \(or -1"),
+        ("train.max_steps=0", r"train\.max_steps: .*at least 1"),
+        ("train.save_steps=true", r"train\.save_steps: .*not true or false"),
+        ("curate.seed=true", r"curate\.seed: .*not true or false"),
+        ("judge.max_retries=false", r"judge\.max_retries: .*not true or false"),
+        ("judge.timeout_s=.inf", r"judge\.timeout_s: .*finite"),
+        ("orchestration.stage_timeout_s=.nan", r"orchestration\.stage_timeout_s: .*finite"),
+        ("train.learning_rate=true", r"train\.learning_rate: .*not true or false"),
+        ("curate.seed=-1", r"curate\.seed: .*greater than or equal to 0"),
+    ],
+)
+def test_nonsense_values_are_refused(override, problem):
+    with pytest.raises(ArgenError, match=problem):
+        load_config("default", [override])
+
+
+def test_flags_still_take_true_and_epochs_take_minus_one():
+    config = load_config("default", ["curate.drop_invalid=true", "train.max_steps=-1"])
+    assert config.curate.drop_invalid is True and config.train.max_steps == -1
+
+
+def test_a_huge_value_is_quoted_by_its_start_only():
+    laughs = "[&a [x,x,x,x,x,x,x,x,x], &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]"
+    for level in "cdefgh":
+        previous = chr(ord(level) - 1) if level != "c" else "b"
+        laughs += f", &{level} [" + ",".join([f"*{previous}"] * 9) + "]"
+    laughs += "]"
+    with pytest.raises(ArgenError) as caught:
+        load_config("default", [f"train.learning_rate={laughs}", "judge.model=" + "m" * 10**6])
+    message = str(caught.value)
+    assert "train.learning_rate" in message and len(message) < 1000
+
+
+def test_many_problems_are_counted_not_all_listed():
+    overrides = [f"train.lora.target_modules=[{', '.join(['[x]'] * 500)}]"]
+    with pytest.raises(ArgenError, match=r"\.\.\. and 490 more problem") as caught:
+        load_config("default", overrides)
+    assert len(str(caught.value)) < 3000
