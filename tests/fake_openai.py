@@ -7,9 +7,11 @@ carrying the announced id; a message without such a fence is all outside.
 
 Faults are queued per request: ``"429"``, ``"500"``, ``"hang"``, ``"echo_auth_<status>"`` (an
 error quoting the Authorization header and the key); ``"bad_json"``, ``"missing_fields"``,
-``"refusal"`` spoil one answer. ``content_mode`` set to one of those spoils every answer;
-``spoil_when`` spoils (as ``bad_json``) every answer whose user message contains one of its
-texts, so that a known share of items fails.
+``"refusal"`` spoil one answer; ``"html"`` (a web page, status 200) and ``"truncated"``
+(JSON cut off mid-body, status 200) spoil the reply itself, as a plain web server would.
+``content_mode`` set to one of those spoils every answer; ``spoil_when`` spoils (as
+``bad_json``) every answer whose user message contains one of its texts, so that a known share
+of items fails.
 """
 
 import json
@@ -142,6 +144,8 @@ class FakeOpenAI:
                     status = int(fault.removeprefix("echo_auth_"))
                     key = auth.removeprefix("Bearer ")
                     return self._error(status, f"rejected header {auth!r}; key={key}")
+                if (fault or server.content_mode) in ("html", "truncated"):
+                    return self._malformed(fault or server.content_mode)
                 if fault == "hang":
                     time.sleep(server.hang_seconds)
                     return self._error(500, "too late")
@@ -177,6 +181,23 @@ class FakeOpenAI:
                         "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                     },
                 )
+
+            def _malformed(self, kind):
+                if kind == "html":
+                    data, kind_header = b"<html><body>It works!</body></html>", "text/html"
+                else:
+                    data, kind_header = (
+                        b'{"id": "chatcmpl-fake", "choices": [{"ind',
+                        "application/json",
+                    )
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", kind_header)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _error(self, status, message, headers=None):
                 self._send(status, {"error": {"message": message, "type": "fake"}}, headers)

@@ -2,8 +2,10 @@
 
 Transport faults (429 with Retry-After, 5xx, timeouts, dropped connections) are retried by the
 client itself. Answers that are not valid JSON of the expected shape, or refusals, are re-asked
-with the problem stated, up to `invalid_retries` times; after that the item is a `JudgeFailure`.
-Any other exception (a bug, not a judge fault) propagates.
+with the problem stated, up to `invalid_retries` times; a reply that is not a chat completion at
+all (an HTML page with status 200, JSON cut off mid-body: a `base_url` naming a plain web
+server) is asked again the same way. After that the item is a `JudgeFailure`. Any other
+exception (a bug, not a judge fault) propagates.
 
 The client's connection pool belongs to one event loop, so the judge owns one: a daemon thread
 runs it for the judge's whole life, and `judge_many`, awaited from any caller's loop (one
@@ -19,17 +21,21 @@ import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import ResponseFormat
 from openai.types.shared_params import ResponseFormatJSONSchema
 from pydantic import BaseModel, ValidationError
 
 from argen.config import JudgeConfig
-from argen.errors import ArgenError
+from argen.errors import ArgenError, short
 from argen.judging import prompts
 from argen.judging.base import JudgeFailure, redact
 
 log = logging.getLogger(__name__)
+
+
+class InvalidReply(Exception):
+    """A reply that is not a chat completion: asked again, then a failure like an invalid one."""
 
 
 class RateLimiter:
@@ -181,7 +187,12 @@ class OpenAIJudge:
         ]
         problem = ""
         for _ in range(self.config.invalid_retries + 1):
-            content = await self._complete(messages, schema)
+            try:
+                content = await self._complete(messages, schema)
+            except InvalidReply as exc:
+                problem = str(exc)
+                log.debug("malformed judge reply (%s); asking again", problem)
+                continue
             if content is None:
                 problem = "the judge refused or returned no content"
             else:
@@ -228,16 +239,30 @@ class OpenAIJudge:
         message = reply.choices[0].message
         if getattr(message, "refusal", None):
             return None
+        if message.content is not None and not isinstance(message.content, str):
+            raise InvalidReply(f"the reply's content is not text (got {short(message.content)})")
         return message.content
 
-    async def _create(self, messages: list[ChatCompletionMessageParam], schema: type[BaseModel]):
-        return await self.client.chat.completions.create(
-            model=self.config.model,
-            messages=messages,
-            temperature=0,
-            seed=self.config.seed,
-            response_format=self._format_for(schema),
-        )
+    async def _create(
+        self, messages: list[ChatCompletionMessageParam], schema: type[BaseModel]
+    ) -> ChatCompletion:
+        """One request; a reply that is not a chat completion is an `InvalidReply`."""
+        try:
+            reply = await self.client.chat.completions.create(
+                model=self.config.model,
+                messages=messages,
+                temperature=0,
+                seed=self.config.seed,
+                response_format=self._format_for(schema),
+            )
+        except ValueError as exc:  # a 200 whose JSON does not parse (json.JSONDecodeError)
+            raise InvalidReply(f"the server's reply is not JSON: {short(str(exc), 80)}") from None
+        if not isinstance(reply, ChatCompletion) or not isinstance(reply.choices, list):
+            raise InvalidReply(f"the server's reply is not a chat completion: {short(reply, 80)}")
+        for choice in reply.choices:
+            if not hasattr(choice, "message") or choice.message is None:
+                raise InvalidReply("the server's reply has a choice without a message")
+        return reply
 
     def _format_for(self, schema: type[BaseModel]) -> ResponseFormat:
         if self._response_format == "json_object":

@@ -288,3 +288,22 @@ def test_a_judge_freed_inside_another_judges_loop_does_not_block_that_loop(serve
     freed_thread.join(timeout=5)
     assert not freed_thread.is_alive()  # its client closed on its own loop, which then stopped
     assert run(busy, items(BAD))[0]["judge_ok"]  # the busy judge's loop was never blocked
+
+
+@pytest.mark.parametrize(
+    ("mode", "error"),
+    [("html", "not a chat completion"), ("truncated", "the server's reply is not JSON")],
+)
+def test_a_reply_that_is_not_a_chat_completion_is_asked_again_then_missing(server, mode, error):
+    server.content_mode = mode  # a base_url naming a plain web server
+    rows = run(make_judge(server, mode="combined", invalid_retries=1), items(GOOD, BAD))
+    assert len(server.requests) == 4  # each item asked twice
+    for row in rows:
+        assert not row["judge_ok"] and error in row["judge_error"]
+        assert math.isnan(row["combined"])
+
+
+def test_one_malformed_reply_is_recovered(server):
+    server.faults.extend(["html", "truncated"])
+    rows = run(make_judge(server, mode="combined", invalid_retries=2), items(GOOD))
+    assert rows[0]["judge_ok"] and len(server.requests) == 3
