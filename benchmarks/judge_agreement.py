@@ -41,6 +41,7 @@ from argen.judging.agreement import (
 from argen.judging.calibration import (
     CachedEncoder,
     fit_all,
+    fit_head,
     learned_fitter,
     out_of_fold,
     reference_features,
@@ -48,7 +49,7 @@ from argen.judging.calibration import (
     rules_fitter,
     write_params,
 )
-from argen.judging.learned import HEAD_FILE, LearnedHead, design_matrix, head_sha256
+from argen.judging.learned import HEAD_FILE, design_matrix, head_sha256
 from argen.judging.local import LocalParams
 from argen.judging.scoring import make_backend
 
@@ -166,7 +167,7 @@ def write(reference: pd.DataFrame, features: list, shipped: LocalParams, names) 
         params = fit_all(reference, start=shipped, features=features, names=names)
         write_params(params)
         print(f"wrote the numbers tuned on all {len(reference)} rows: {params}")
-    head = LearnedHead.fit(design_matrix(features, shipped), reference)
+    head = fit_head(design_matrix(features, shipped), reference)
     head.save(HEAD_FILE)
     print(f"wrote {HEAD_FILE.name} fitted on all {len(reference)} rows, sha256 {head_sha256()}")
 

@@ -26,8 +26,9 @@ from argen.errors import ArgenError
 from argen.judging import rubric
 from argen.judging.agreement import REFERENCE_COLUMNS
 from argen.judging.embeddings import embed
-from argen.judging.learned import LearnedHead, combine, design_matrix
-from argen.judging.local import PARAMS_FILE, Features, LocalParams, extract_features, judge_features
+from argen.judging.learned import CLASSIFIERS, REGRESSIONS, LearnedHead, combine, design_matrix
+from argen.judging.local import extract_features
+from argen.judging.rules import PARAMS_FILE, Features, LocalParams, judge_features
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ def learned_fitter(
     x = design_matrix(features, params)
 
     def fit_predict(train: list[int], test: list[int]) -> pd.DataFrame:
-        head = LearnedHead.fit(x[train], reference.iloc[train])
+        head = fit_head(x[train], reference.iloc[train])
         raws = [
             combine(p, judge_features(features[i], params), features[i], params)
             for p, i in zip(head.predict(x[test]), test, strict=True)
@@ -224,3 +225,57 @@ def write_params(params: LocalParams, path: Path = PARAMS_FILE) -> None:
     partial = path.with_suffix(".partial")
     partial.write_text(text)
     partial.replace(path)
+
+
+ALPHAS = (10.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0, 30000.0)
+"""The ridge penalties the learned head's fit chooses from."""
+
+
+def target_matrix(reference: pd.DataFrame) -> tuple[np.ndarray, dict[str, list[int]]]:
+    """The LLM judgements as one matrix: a column per score, one-hot columns per label; and
+    which columns belong to each field."""
+    columns: list[np.ndarray] = []
+    slices: dict[str, list[int]] = {}
+    for name, column in REGRESSIONS.items():
+        slices[name] = [len(columns)]
+        columns.append(reference[column].astype(float).to_numpy())
+    for name, (column, classes) in CLASSIFIERS.items():
+        values = reference[column].astype(str)
+        unknown = set(values) - set(classes)
+        if unknown:
+            raise ArgenError(f"reference column {column} has values {sorted(unknown)}")
+        slices[name] = list(range(len(columns), len(columns) + len(classes)))
+        columns.extend((values == c).astype(float).to_numpy() for c in classes)
+    return np.column_stack(columns), slices
+
+
+def ridge_path(z: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """Ridge coefficients of centred `z` on centred `y` for every penalty in ALPHAS, from one
+    singular value decomposition."""
+    zc, yc = z - z.mean(axis=0), y - y.mean(axis=0)
+    u, s, vt = np.linalg.svd(zc, full_matrices=False)
+    uy = u.T @ yc
+    return [vt.T @ ((s / (s**2 + alpha))[:, None] * uy) for alpha in ALPHAS]
+
+
+def fit_head(x: np.ndarray, reference: pd.DataFrame, folds: int = 3) -> LearnedHead:
+    """Fit every field's model on `x` and the reference rows' LLM judgements; each field's
+    ridge penalty is chosen by grouped k-fold over prompts (squared error on the score, or
+    on the one-hot class for a label, read by its largest output)."""
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-6
+    z = (x - mean) / scale
+    targets, slices = target_matrix(reference)
+    errors = np.zeros((len(ALPHAS), targets.shape[1]))
+    for train, test in GroupKFold(n_splits=folds).split(z, groups=reference["prompt_id"]):
+        for k, coef in enumerate(ridge_path(z[train], targets[train])):
+            intercept = targets[train].mean(axis=0) - z[train].mean(axis=0) @ coef
+            errors[k] += ((z[test] @ coef + intercept - targets[test]) ** 2).sum(axis=0)
+    coefs = ridge_path(z, targets)
+    weights = {"mean": mean, "scale": scale}
+    for name, columns in slices.items():
+        best = int(errors[:, columns].sum(axis=1).argmin())
+        coef = coefs[best][:, columns].T
+        weights[f"{name}.coef"] = coef
+        weights[f"{name}.intercept"] = targets[:, columns].mean(axis=0) - coef @ z.mean(axis=0)
+        weights[f"{name}.alpha"] = np.array([ALPHAS[best]])
+    return LearnedHead({k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})

@@ -10,7 +10,8 @@ empty or cut-off answer, a deflection, repetition, stuffed keywords, an instruct
 judge, a harmful instruction) the stricter of the learned and the rule value is kept: the
 calibration set has almost none of these, so the rules guard what the models never saw.
 The fitted weights live in `learned_head.npz`; its card `learned_head.md` says what they were
-fitted on.
+fitted on. Fitting them (`argen.judging.calibration.fit_head`, with scikit-learn) is not on the
+judging path: this module only reads and applies them.
 """
 
 import hashlib
@@ -18,12 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-from sklearn.model_selection import GroupKFold
 
 from argen.errors import ArgenError
-from argen.judging.local import SCOPE_ORDER, Features, LocalParams, judge_features, scope_of
 from argen.judging.rubric import REFERRAL_LEVELS
+from argen.judging.rules import SCOPE_ORDER, Features, LocalParams, judge_features, scope_of
 
 HEAD_FILE = Path(__file__).with_name("learned_head.npz")
 REGRESSIONS = {  # our raw field -> the reference set's column
@@ -40,35 +39,7 @@ CLASSIFIERS = {  # our raw field -> (reference column, classes)
     "response_scope": ("response_scope", SCOPE_ORDER),
     "referral_strength": ("referral_strength", REFERRAL_LEVELS),
 }
-ALPHAS = (10.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0, 30000.0)
 SENTENCE_CLASSES = (*SCOPE_ORDER, "decline", "question", "filler")
-
-
-def target_matrix(reference: pd.DataFrame) -> tuple[np.ndarray, dict[str, list[int]]]:
-    """The LLM judgements as one matrix: a column per score, one-hot columns per label; and
-    which columns belong to each field."""
-    columns: list[np.ndarray] = []
-    slices: dict[str, list[int]] = {}
-    for name, column in REGRESSIONS.items():
-        slices[name] = [len(columns)]
-        columns.append(reference[column].astype(float).to_numpy())
-    for name, (column, classes) in CLASSIFIERS.items():
-        values = reference[column].astype(str)
-        unknown = set(values) - set(classes)
-        if unknown:
-            raise ArgenError(f"reference column {column} has values {sorted(unknown)}")
-        slices[name] = list(range(len(columns), len(columns) + len(classes)))
-        columns.extend((values == c).astype(float).to_numpy() for c in classes)
-    return np.column_stack(columns), slices
-
-
-def ridge_path(z: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
-    """Ridge coefficients of centred `z` on centred `y` for every penalty in ALPHAS, from one
-    singular value decomposition."""
-    zc, yc = z - z.mean(axis=0), y - y.mean(axis=0)
-    u, s, vt = np.linalg.svd(zc, full_matrices=False)
-    uy = u.T @ yc
-    return [vt.T @ ((s / (s**2 + alpha))[:, None] * uy) for alpha in ALPHAS]
 
 
 def rule_signals(feature: Features, params: LocalParams) -> np.ndarray:
@@ -113,29 +84,6 @@ class LearnedHead:
 
     def __init__(self, weights: dict[str, np.ndarray]) -> None:
         self.weights = weights
-
-    @classmethod
-    def fit(cls, x: np.ndarray, reference: pd.DataFrame, folds: int = 3) -> "LearnedHead":
-        """Fit every field's model on `x` and the reference rows' LLM judgements; each field's
-        ridge penalty is chosen by grouped k-fold over prompts (squared error on the score, or
-        on the one-hot class for a label, read by its largest output)."""
-        mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-6
-        z = (x - mean) / scale
-        targets, slices = target_matrix(reference)
-        errors = np.zeros((len(ALPHAS), targets.shape[1]))
-        for train, test in GroupKFold(n_splits=folds).split(z, groups=reference["prompt_id"]):
-            for k, coef in enumerate(ridge_path(z[train], targets[train])):
-                intercept = targets[train].mean(axis=0) - z[train].mean(axis=0) @ coef
-                errors[k] += ((z[test] @ coef + intercept - targets[test]) ** 2).sum(axis=0)
-        coefs = ridge_path(z, targets)
-        weights = {"mean": mean, "scale": scale}
-        for name, columns in slices.items():
-            best = int(errors[:, columns].sum(axis=1).argmin())
-            coef = coefs[best][:, columns].T
-            weights[f"{name}.coef"] = coef
-            weights[f"{name}.intercept"] = targets[:, columns].mean(axis=0) - coef @ z.mean(axis=0)
-            weights[f"{name}.alpha"] = np.array([ALPHAS[best]])
-        return cls({k: np.asarray(v, dtype=np.float32) for k, v in weights.items()})
 
     def predict(self, x: np.ndarray) -> list[dict]:
         """The learned raw fields for each row of `x`."""

@@ -1,8 +1,9 @@
-"""Training over several processes of one machine: the launching side and each rank's entry.
+"""Training over several processes of one machine: the launching side, and what each rank's
+entry (`argen.training.rank`, which trains through `argen.training.train`) shares with it.
 
 `launch` runs in the process that holds the output's work folder (``<out>.partial``, see
 `argen.training.train.train`). It writes what the ranks need into that folder and starts
-``accelerate launch`` with one process per GPU, each running ``python -m argen.training.launch
+``accelerate launch`` with one process per GPU, each running ``python -m argen.training.rank
 SPEC``; TRL's GRPOTrainer is data-parallel under it. While the ranks train, rank 0's progress is
 relayed to the caller's callbacks and the ranks' output to this process's log; a rank's failure
 comes back as the same error class (`ArgenError`, `JudgeOutage`) or a RuntimeError with the output's
@@ -23,7 +24,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import torch.distributed as dist
 import yaml
 from transformers import TrainerCallback, TrainerControl, TrainerState
 
@@ -32,7 +32,6 @@ from argen.atomic import _start_time
 from argen.config import Config
 from argen.errors import ArgenError, JudgeOutage
 from argen.outputs import Adapter
-from argen.training.distributed import is_main, rank, use_rank_device
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def launch_command(work: Path) -> list[str]:
         "--config_file",
         str(work / ACCELERATE),
         "-m",
-        "argen.training.launch",
+        "argen.training.rank",
         str(work / SPEC),
     ]
 
@@ -263,38 +262,3 @@ class ProgressFile(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self._write(state)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """One rank: train with the launcher's spec; rank 0 writes the output and the logs."""
-    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
-    logging.basicConfig(
-        level=logging.INFO, format=f"rank {rank()} %(levelname)s %(name)s: %(message)s"
-    )
-    out_dir = Path(spec["out"])
-    work = out_dir.with_name(out_dir.name + ".partial")
-    _watch_launcher(spec["launcher"])
-    _ranks_lock(work, shared=True)  # held until this process ends
-    use_rank_device()
-    from argen.training.train import (
-        fit_and_write,  # deferred: argen.training.train launches through this module
-    )
-
-    try:
-        config = Config.model_validate(spec["config"])
-        callbacks = [ProgressFile(work)] if is_main() else []
-        fit_and_write(
-            config, Path(spec["model"]), [Path(p) for p in spec["splits"]], out_dir, callbacks
-        )
-    except Exception as exc:
-        kind = next((n for n, cls in reversed(ERRORS.items()) if isinstance(exc, cls)), None)
-        report = {"rank": rank(), "type": kind or type(exc).__name__, "message": str(exc)}
-        (work / f".rank-error-{rank()}.json").write_text(json.dumps(report))
-        raise
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main()

@@ -140,10 +140,10 @@ def test_default_reference_missing_is_a_one_line_error(tmp_path):
 def test_write_params_keeps_other_lines(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("# note\nmargin: 0.05\nscope_exemplars:\n  S0: [a]\n")
-    fields = {f: getattr(LocalParams(), f) for f in LocalParams.__dataclass_fields__}
+    fields = {f: getattr(LocalParams.load(), f) for f in LocalParams.__dataclass_fields__}
     lines = "".join(f"{k}: {v}\n" for k, v in fields.items() if isinstance(v, int | float))
     path.write_text("# note\n" + lines + "scope_exemplars:\n  S0: [a]\n")
-    write_params(dataclasses.replace(LocalParams(), margin=0.15), path)
+    write_params(dataclasses.replace(LocalParams.load(), margin=0.15), path)
     text = path.read_text()
     assert "margin: 0.15\n" in text and text.startswith("# note\n")
     assert text.endswith("scope_exemplars:\n  S0: [a]\n")

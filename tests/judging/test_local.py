@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from argen.judging.base import JudgeItem, score_items
+from argen.judging.calibration import fit_head
 from argen.judging.cues import looks_cut_off, split_sentences
 from argen.judging.learned import HEAD_FILE, LearnedHead, design_matrix
 from argen.judging.local import LocalJudge, LocalParams, extract_features
@@ -365,9 +366,35 @@ def test_learned_head_fits_saves_and_predicts(tmp_path):
         }
     )
     x = design_matrix(features, LocalParams.load())
-    head = LearnedHead.fit(x, reference)
+    head = fit_head(x, reference)
     head.save(tmp_path / "h.npz")
     again = LearnedHead.load(tmp_path / "h.npz").predict(x)
     assert [r["out_of_domain_advice"] for r in again] == off
     assert [r["response_scope"] for r in again] == list(reference["response_scope"])
     assert np.mean([r["domain_adherence"] for r in again[::2]]) > 0.7
+
+
+def test_the_local_judges_numbers_have_one_source():
+    """No field of LocalParams has a default to disagree with local_params.yaml (once, the
+    dataclass said deflection_penalty 0.5 and head "rules" while the file said 0.75, learned)."""
+    import yaml
+
+    from argen.judging.rules import PARAMS_FILE
+
+    for field in dataclasses.fields(LocalParams):
+        assert field.default is dataclasses.MISSING, field.name
+        assert field.default_factory is dataclasses.MISSING, field.name
+    shipped = yaml.safe_load(PARAMS_FILE.read_text())
+    loaded = LocalParams.load()
+    assert loaded.deflection_penalty == shipped["deflection_penalty"]
+    assert loaded.head == shipped["head"] == LocalJudge().params.head
+
+
+def test_a_parameter_file_missing_a_number_is_refused(tmp_path):
+    from argen.errors import ArgenError
+    from argen.judging.rules import PARAMS_FILE
+
+    text = PARAMS_FILE.read_text().replace("margin: 0.05\n", "")
+    (tmp_path / "p.yaml").write_text(text)
+    with pytest.raises(ArgenError, match=r"missing local judge parameter\(s\) \['margin'\]"):
+        LocalParams.load(tmp_path / "p.yaml")
