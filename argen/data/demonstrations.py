@@ -2,17 +2,24 @@
 
 A demonstrations source is a folder of JSON Lines files (or one file), one answer per line:
 ``{"id": "<scenario id>", "response": "...", "writer": "..."}`` (`data/demonstrations/`, written
-by `data/GUIDE.md`). They are joined to the curated train split by scenario id: an answer whose
-prompt curation placed in the validation or test split is left out (counted, never trained on),
-so a different split seed can never leak an evaluation prompt into the warm start.
+by `data/GUIDE.md`; `python -m argen.data.demonstrations` writes the statistics of their card,
+`--check` fails when it is stale). They are joined to the curated train split by scenario id: an
+answer whose prompt curation placed in the validation or test split is left out (counted, never
+trained on), so a different split seed can never leak an evaluation prompt into the warm start.
 """
 
+import argparse
 import json
+import logging
 from pathlib import Path
 
 import pandas as pd
 
+from argen.config import load_config
+from argen.data.curate import curate_frames
 from argen.errors import ArgenError
+
+log = logging.getLogger(__name__)
 
 FIELDS = ("id", "response")
 
@@ -74,3 +81,49 @@ def pair_with_train(train: pd.DataFrame, demonstrations: pd.DataFrame) -> tuple[
             "no demonstration matches a train-split scenario id; check sft.demonstrations"
         )
     return paired.reset_index(drop=True), left_out
+
+
+DEMONSTRATIONS = Path("data/demonstrations")
+CARD = DEMONSTRATIONS / "CARD.md"
+START = "<!-- demonstrations:start (python -m argen.data.demonstrations writes this block) -->"
+END = "<!-- demonstrations:end -->"
+
+
+def statistics(paired: pd.DataFrame, left_out: int) -> str:
+    """The card's numbers: answers by category and tier, and their length in words."""
+    table = pd.crosstab(paired["category"], paired["tier"], margins=True, margins_name="total")
+    words = paired["response"].str.split().str.len()
+    return "\n".join(
+        [
+            START,
+            f"{len(paired)} answers to train-split prompts of the default curation "
+            f"({left_out} for prompts outside it); {words.min()} to {words.max()} words, "
+            f"median {int(words.median())}.",
+            "",
+            table.to_markdown(),
+            END,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite (or with --check, verify) the card's statistics block from the files."""
+    parser = argparse.ArgumentParser(description="demonstrations card statistics")
+    parser.add_argument("--check", action="store_true", help="fail if the card is stale")
+    args = parser.parse_args(argv)
+    scenarios = curate_frames(load_config().curate).scenarios
+    train = scenarios[scenarios["split"] == "train"]
+    paired, left_out = pair_with_train(train, read_demonstrations(DEMONSTRATIONS))
+    text = CARD.read_text()
+    head, rest = text.split(START, 1)
+    updated = head + statistics(paired, left_out) + rest.split(END, 1)[1]
+    if args.check:
+        if updated != text:
+            log.error("%s is stale: run python -m %s", CARD, __name__)
+        return int(updated != text)
+    CARD.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

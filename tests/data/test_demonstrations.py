@@ -4,6 +4,7 @@ train-split prompts are paired."""
 import pandas as pd
 import pytest
 
+from argen.data import demonstrations
 from argen.data.demonstrations import pair_with_train, read_demonstrations
 from argen.errors import ArgenError
 from tests.conftest import write_jsonl
@@ -51,3 +52,7 @@ def test_only_train_prompts_are_paired():
     assert left_out == 1
     with pytest.raises(ArgenError, match="train split only"):
         pair_with_train(train.assign(split="test"), demos)
+
+
+def test_the_committed_demonstrations_match_their_card():
+    assert demonstrations.main(["--check"]) == 0
