@@ -26,7 +26,7 @@ from argen.generation.prompting import system_prompt
 from argen.hashing import file_sha256, json_sha256
 from argen.judging import rubric
 from argen.judging.base import JudgeItem, score_items
-from argen.judging.scoring import check_failure_rate, make_backend, open_cache
+from argen.judging.scoring import check_failure_rate, check_so_far, make_backend, open_cache
 from argen.models import check_model_dir
 from argen.outputs import Evaluation
 from argen.version import code_version
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 JUDGE_CHUNK = 64
 """Items per judging call: the unit of progress reporting."""
+FIRST_CHUNK = 16
+"""The first call is smaller: a dead judge is noticed after one round of requests."""
 
 
 def read_scenarios(path: Path) -> pd.DataFrame:
@@ -133,12 +135,15 @@ def judge_frame(config: Config, backend, frame: pd.DataFrame, label: str) -> lis
     cache = open_cache(config)
     weights = config.judge.weights.model_dump()
     rows: list[dict] = []
+    limit = config.judge.max_failure_rate
+    starts = [0, *range(FIRST_CHUNK, len(items), JUDGE_CHUNK)]
     with tqdm(total=len(items), desc=f"judge ({label})", unit="item") as bar:
-        for start in range(0, len(items), JUDGE_CHUNK):
-            chunk = items[start : start + JUDGE_CHUNK]
+        for start, end in zip(starts, [*starts[1:], len(items)], strict=True):
+            chunk = items[start:end]
             rows.extend(asyncio.run(score_items(backend, chunk, weights, cache)))
             bar.update(len(chunk))
             log.info("judged %d/%d responses (%s)", len(rows), len(items), label, extra=UI_ONLY)
+            check_so_far(rows, len(items), limit, f"{label} responses")
     return rows
 
 

@@ -49,6 +49,37 @@ def check_failures(failed: int, total: int, limit: float, what: str, first_error
         log.warning("judging %s: %.1f%% of judgements failed (excluded)", what, 100 * rate)
 
 
+def check_so_far(rows: Sequence[dict], total: int, limit: float, what: str) -> None:
+    """Stop a stage part-way (`JudgeOutage`) once its judgements so far make the verdict
+    clear: more failures than the limit allows over all `total` items, or, after at least
+    ``EARLY_MIN`` judgements, a failure rate whose lower confidence bound (Wilson, 3 sigma) is
+    over the limit. A dead judge is noticed after one round of requests, not after every item
+    was tried (hours with the default timeout and retries)."""
+    failed = [r["judge_error"] for r in rows if not r["judge_ok"]]
+    if not failed or len(rows) >= total:
+        return
+    certain = len(failed) > limit * total
+    clear = len(rows) >= EARLY_MIN and wilson_lower(len(failed), len(rows)) > limit
+    if certain or clear:
+        raise JudgeOutage(
+            f"judging {what} stopped early: {len(failed)} of the first {len(rows)} of {total} "
+            f"judgements failed, clearly over the limit of {limit:.1%} "
+            f"(judge.max_failure_rate); first error: {failed[0]}"
+        )
+
+
+EARLY_MIN = 8
+"""Judgements needed before a failure rate alone (not a count) may stop a stage early."""
+
+
+def wilson_lower(failed: int, n: int, z: float = 3.0) -> float:
+    """The lower end of the Wilson score interval of a proportion `failed / n` at `z` sigma."""
+    p = failed / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 def check_failure_rate(rows: Sequence[dict], limit: float, what: str) -> None:
     """`check_failures` over result rows (``judge_ok``, ``judge_error``)."""
     failed = [r["judge_error"] for r in rows if not r["judge_ok"]]

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from argen.errors import JudgeOutage
 from argen.evaluation.evaluate import read_scenarios
 from argen.judging.openai import OpenAIJudge
-from argen.judging.scoring import check_failures, reward_check_due
+from argen.judging.scoring import check_failures, check_so_far, reward_check_due, wilson_lower
 from argen.training.validation import ValidationCallback
 from tests.training.test_train import split_file, tiny
 
@@ -103,3 +103,24 @@ def test_training_with_too_many_reward_failures_stops(server, tmp_path, default_
             tmp_path / "adapter",
         )
     assert not (tmp_path / "adapter").exists()
+
+
+def rows(failed: int, ok: int) -> list[dict]:
+    return [{"judge_ok": False, "judge_error": "boom"}] * failed + [
+        {"judge_ok": True, "judge_error": None}
+    ] * ok
+
+
+def test_a_stage_stops_early_only_when_the_verdict_is_clear():
+    check_so_far(rows(3, 13), 200, 0.05, "x")  # 19% of 16: not clearly over 5% yet
+    with pytest.raises(JudgeOutage, match=r"x stopped early: 4 of the first 16 of 200"):
+        check_so_far(rows(4, 12), 200, 0.05, "x")  # 25% of 16: its 3-sigma bound is over 5%
+    with pytest.raises(JudgeOutage, match=r"stopped early: 11 of the first 80 of 200"):
+        check_so_far(rows(11, 69), 200, 0.05, "x")  # more than 5% of all 200 already failed
+    check_so_far(rows(2, 2), 200, 0.05, "x")  # too few judgements to tell
+    check_so_far(rows(1, 0), 1, 0.0, "x")  # finished: the final check decides
+
+
+def test_the_wilson_bound_is_below_the_observed_rate():
+    assert 0 < wilson_lower(4, 16) < 0.25 and wilson_lower(0, 16) == pytest.approx(0, abs=1e-12)
+    assert wilson_lower(16, 16) == pytest.approx(0.64)
