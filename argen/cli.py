@@ -2,13 +2,14 @@
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from argen import console
 from argen.config import Config, load_config
-from argen.errors import ArgenError, JudgeOutage
+from argen.errors import MACHINE_FAULTS, ArgenError, JudgeOutage
 from argen.outputs import CuratedSplits
 
 log = logging.getLogger("argen")
@@ -174,6 +175,11 @@ def run_command(args: argparse.Namespace, run: Callable, extra: dict[str, Callab
     if getattr(args, "out", None) is not None:
         from argen.pipeline import check_out
 
+        if args.out.is_symlink():  # its output would be renamed onto the link, after the work
+            raise ArgenError(
+                f"--out {args.out} is a symbolic link (to {os.readlink(args.out)}); "
+                "name the folder itself"
+            )
         args.out = check_out(args.command, args.out, args.overwrite)
     if args.command == "config":
         import yaml
@@ -206,6 +212,11 @@ def main(
     except JudgeOutage as exc:
         print(f"argen: judge outage (try again later): {exc}", file=sys.stderr)
         return 3
+    except OSError as exc:  # a full disk or a forbidden folder where no stage expected one
+        if exc.errno not in MACHINE_FAULTS:
+            raise
+        print(f"argen: error: {MACHINE_FAULTS[exc.errno]}: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -7,10 +7,15 @@ A spec is one of:
   by the GGUF's hash;
 - a local directory holding a Hugging Face model (``config.json`` and weights);
 - a hub id such as ``HuggingFaceTB/SmolLM2-360M-Instruct`` (needs hub access).
+
+What is served is checked: a cache entry records the size and SHA-256 of each of its files and
+is rebuilt when one no longer matches (a truncated or edited file); a model directory's config
+and weights must parse whole; a GGUF that cannot be read is an error naming it.
 """
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -21,14 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from safetensors import SafetensorError, safe_open
 
 from argen.atomic import atomic_dir
-from argen.errors import ArgenError
+from argen.errors import ArgenError, machine_faults, short
 from argen.hashing import file_sha256
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+ENTRY_RECORD = ".argen-entry.json"
+"""In a cache entry: the size and SHA-256 of each of its files, written last."""
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -192,7 +200,27 @@ def check_model_dir(path: Path) -> Path:
     weights = list(path.glob("*.safetensors")) + list(path.glob("*.bin"))
     if not weights:
         raise ArgenError(f"model directory {path} has no weights (*.safetensors or *.bin)")
+    try:
+        json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ArgenError(f"model file {path / 'config.json'} is damaged: {exc}") from None
+    check_weights(path)
     return path.resolve()
+
+
+def check_weights(folder: Path) -> None:
+    """Fail with `ArgenError` naming the file unless each safetensors file in `folder` is whole:
+    its header parses and its tensors cover the file (a truncated copy fails here, not with a
+    traceback inside transformers or peft)."""
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(path, "numpy"):
+                pass
+        except (SafetensorError, OSError) as exc:
+            raise ArgenError(
+                f"weights file {path} is damaged or incomplete ({short(str(exc), 100)}); "
+                "write it again (train, merge or copy it anew)"
+            ) from None
 
 
 def download_from_hub(repo_id: str) -> Path:
@@ -208,12 +236,44 @@ def download_from_hub(repo_id: str) -> Path:
 def materialize_gguf(packaged: PackagedGGUF | SplitGGUF, models_dir: Path) -> Path:
     """Dequantize a packaged GGUF once into a safetensors directory keyed by the GGUF's hash."""
     target = models_dir / f"{Path(packaged.filename).stem}-{packaged.sha256()[:16]}"
-    if (target / "config.json").is_file():
-        return target
+    if target.is_dir():
+        problem = entry_problem(target)
+        if problem is None:
+            return target
+        log.warning("the cached model %s is damaged (%s); building it again", target, problem)
     log.info("dequantizing %s into %s (once)", packaged.filename, target)
-    with atomic_dir(target) as tmp, packaged.gguf(models_dir) as gguf:
+    with machine_faults(models_dir), atomic_dir(target) as tmp, packaged.gguf(models_dir) as gguf:
         _dequantize(gguf, tmp)
+        record_entry(tmp)
     return target
+
+
+def record_entry(folder: Path) -> None:
+    """Write the size and SHA-256 of each file of a cache entry (`ENTRY_RECORD`)."""
+    files = {
+        p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != ENTRY_RECORD
+    }
+    (folder / ENTRY_RECORD).write_text(json.dumps({"files": files}, indent=2) + "\n")
+
+
+def entry_problem(folder: Path) -> str | None:
+    """Why a cache entry cannot be served (None when every recorded file matches)."""
+    try:
+        files = json.loads((folder / ENTRY_RECORD).read_text())["files"]
+        expected = {name: (f["size"], f["sha256"]) for name, f in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "it has no readable record of its files"
+    for name, (size, digest) in expected.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has {path.stat().st_size} bytes, not {size}"
+        if file_sha256(path) != digest:
+            return f"{name} does not match its SHA-256"
+    return None
 
 
 def _dequantize(gguf: Path, out_dir: Path) -> None:
@@ -224,8 +284,14 @@ def _dequantize(gguf: Path, out_dir: Path) -> None:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    except Exception as exc:  # the GGUF reader raises many types for a damaged file
+        raise ArgenError(
+            f"GGUF file {gguf} cannot be read ({type(exc).__name__}: {short(str(exc), 100)}); "
+            "it is damaged or not a model: install its package again"
+        ) from None
     config = loaded.config
     del config.quantization_config
     model = AutoModelForCausalLM.from_config(config)

@@ -1,5 +1,7 @@
 """The `argen` command line: config, errors and exit codes (stages have their own tests)."""
 
+import errno
+
 import pytest
 import yaml
 
@@ -108,3 +110,25 @@ def test_argen_run_hands_its_overrides_to_the_pipeline_flow(monkeypatch):
     with pytest.raises(SystemExit):
         flows.cli.run_with_prefect(None, "default", ["train.seed=1"])
     assert seen == {"recipe": "default", "overrides": ["train.seed=1"]}
+
+
+@pytest.mark.parametrize("target", ["real", "nowhere"])
+def test_out_naming_a_symbolic_link_is_refused_before_any_work(tmp_path, capsys, target):
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / target)
+    sources = tmp_path / "s.jsonl"
+    write_jsonl(sources, [scenario("a", "What is a fever?")])
+    code = cli.main(["curate", "--out", str(link), "--set", f"curate.sources=[{sources}]"])
+    assert code == 2
+    assert f"--out {link} is a symbolic link" in capsys.readouterr().err
+    assert link.is_symlink() and not list((tmp_path / "real").iterdir())
+
+
+def test_a_full_disk_is_a_users_error_with_exit_code_2(capsys):
+    def disk_full(config, recipe):
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/out/train.parquet")
+
+    assert cli.main(["fill"], extra={"fill": disk_full}) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("argen: error: no space left on the device") and "Traceback" not in err

@@ -1,11 +1,14 @@
+import errno
 import time
+from contextlib import contextmanager
 
 import pytest
 import torch
+from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from argen import models
-from argen.errors import ArgenError
+from argen.errors import ArgenError, retryable
 from argen.models import DEFAULT_MODEL, PACKAGED_MODELS, materialize_gguf, resolve_model
 
 
@@ -57,6 +60,9 @@ def test_local_directory_is_checked(tmp_path):
     with pytest.raises(ArgenError, match="has no weights"):
         resolve_model(str(tmp_path))
     (tmp_path / "model.safetensors").write_bytes(b"x")
+    with pytest.raises(ArgenError, match=r"weights file .*model.safetensors is damaged"):
+        resolve_model(str(tmp_path))
+    save_file({"w": torch.zeros(4)}, tmp_path / "model.safetensors")
     assert resolve_model(str(tmp_path)) == tmp_path.resolve()
 
 
@@ -176,3 +182,82 @@ def test_installed_qwen_resolves_to_a_qwen2_model(tmp_path, monkeypatch):
     config = AutoConfig.from_pretrained(path)
     assert config.model_type == "qwen2"
     assert AutoTokenizer.from_pretrained(path).eos_token == "<|im_end|>"
+
+
+class FakeGGUF:
+    """A packaged model whose 'dequantizing' writes a small model: the cache logic, fast."""
+
+    filename = "fake.gguf"
+
+    def sha256(self):
+        return "0" * 64
+
+    @contextmanager
+    def gguf(self, scratch):
+        yield scratch / self.filename
+
+
+def fake_dequantize(calls):
+    def write(gguf, out):
+        calls.append(gguf)
+        (out / "config.json").write_text('{"model_type": "llama"}')
+        save_file({"w": torch.arange(1000.0)}, out / "model.safetensors")
+
+    return write
+
+
+def test_a_damaged_cache_entry_is_built_again(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(models, "_dequantize", fake_dequantize(calls))
+    entry = materialize_gguf(FakeGGUF(), tmp_path)
+    assert materialize_gguf(FakeGGUF(), tmp_path) == entry and len(calls) == 1  # served as is
+    weights = entry / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])  # truncated, as a full disk or kill leaves
+    assert materialize_gguf(FakeGGUF(), tmp_path) == entry and len(calls) == 2  # built again
+    models.check_model_dir(entry)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # the same size, another content
+    weights.write_bytes(bytes(data))
+    materialize_gguf(FakeGGUF(), tmp_path)
+    assert len(calls) == 3 and models.entry_problem(entry) is None
+
+
+def test_a_damaged_model_directory_names_the_file(tmp_path):
+    save_file({"w": torch.zeros(100)}, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text('{"model_type": ')
+    with pytest.raises(ArgenError, match=r"model file .*config.json is damaged"):
+        models.check_model_dir(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-50])
+    with pytest.raises(ArgenError, match=f"weights file {weights} is damaged or incomplete"):
+        models.check_model_dir(tmp_path)
+
+
+def test_a_damaged_gguf_is_an_error_naming_it(tmp_path):
+    gguf = tmp_path / "broken.gguf"
+    gguf.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(ArgenError, match=f"GGUF file {gguf} cannot be read"):
+        models._dequantize(gguf, tmp_path / "out")
+
+
+def test_a_full_disk_in_the_model_cache_is_an_argen_error(tmp_path, monkeypatch):
+    def full(gguf, out):
+        raise OSError(errno.ENOSPC, "No space left on device", str(out / "model.safetensors"))
+
+    monkeypatch.setattr(models, "_dequantize", full)
+    with pytest.raises(ArgenError, match="no space left on the device") as caught:
+        materialize_gguf(FakeGGUF(), tmp_path)
+    assert not retryable(caught.value) and not list(tmp_path.iterdir())
+
+
+def test_a_truncated_adapter_is_an_error_naming_the_file(tmp_path):
+    from argen.training.merge import check_adapter_dir
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    weights = tmp_path / "adapter_model.safetensors"
+    save_file({"lora_A": torch.zeros(64)}, weights)
+    check_adapter_dir(tmp_path)
+    weights.write_bytes(weights.read_bytes()[:-10])
+    with pytest.raises(ArgenError, match=f"weights file {weights} is damaged or incomplete"):
+        check_adapter_dir(tmp_path)

@@ -19,7 +19,7 @@ from argen.config import Config
 from argen.console import UI_ONLY
 from argen.data.curate import write_parquet
 from argen.data.schema import GENERATION_COLUMNS, JUDGE_COLUMNS, SCENARIO_COLUMNS
-from argen.errors import ArgenError
+from argen.errors import ArgenError, machine_faults
 from argen.evaluation.indicators import indicator_columns, indicator_rates
 from argen.generation.generate import generate, load_model
 from argen.generation.prompting import system_prompt
@@ -116,7 +116,7 @@ def evaluate(
     results = results[columns]
     timings = {"generation_seconds": generation_seconds, "judging_seconds": judging_seconds}
     summary = summarize(results, settings, timings, label, model_dir, scenarios)
-    with atomic_dir(out_dir) as tmp:
+    with machine_faults(out_dir), atomic_dir(out_dir) as tmp:  # a full disk: argen: error
         write_parquet(results, tmp / Evaluation.RESULTS)
         (tmp / Evaluation.SIDECAR).write_text(json.dumps(summary, indent=2) + "\n")
     log.info(

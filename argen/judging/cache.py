@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import closing
 from pathlib import Path
 
+from argen.errors import ArgenError
 from argen.hashing import json_sha256
 
 _SCHEMA = """
@@ -71,10 +72,15 @@ class JudgementCache:
             return
         now = time.time()
         rows = [(k, judge, json.dumps(dict(v), sort_keys=True), now) for k, v in entries.items()]
-        with closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?)", rows)
-            db.execute("COMMIT")
+        try:
+            with closing(self._connect()) as db:
+                db.execute("BEGIN IMMEDIATE")
+                db.executemany("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?)", rows)
+                db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if "full" not in str(exc) and "readonly" not in str(exc):
+                raise
+            raise ArgenError(f"cannot write the judge cache {self.path}: {exc}") from exc
 
     def __len__(self) -> int:
         with closing(self._connect()) as db:

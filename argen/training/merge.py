@@ -16,7 +16,7 @@ from argen.atomic import atomic_dir
 from argen.errors import ArgenError
 from argen.generation.prompting import FULL_SYSTEM_PROMPT, chat_messages
 from argen.hashing import dir_sha256
-from argen.models import check_model_dir
+from argen.models import check_model_dir, check_weights
 from argen.outputs import Merged
 from argen.version import code_version
 
@@ -32,8 +32,10 @@ TOLERANCE = 1e-3
 
 
 def check_adapter_dir(path: Path) -> None:
+    """Fail clearly unless `path` holds an adapter whose files are whole."""
     if not (path / "adapter_config.json").is_file():
         raise ArgenError(f"adapter directory {path} has no adapter_config.json")
+    check_weights(path)  # a truncated adapter: an error naming the file, not a traceback
 
 
 def tokenizer_dir(adapter_dir: Path, base_dir: Path) -> Path:

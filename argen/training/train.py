@@ -33,7 +33,7 @@ from trl import GRPOConfig, GRPOTrainer
 from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
 from argen.config import Config, TrainConfig
 from argen.data.curate import write_parquet
-from argen.errors import ArgenError, JudgeOutage
+from argen.errors import ArgenError, JudgeOutage, machine_faults
 from argen.evaluation.evaluate import read_scenarios
 from argen.generation.generate import wants_engine
 from argen.generation.prompting import chat_messages, system_prompt
@@ -231,7 +231,7 @@ def train(
     work = out_dir.with_name(out_dir.name + ".partial")
     before = identity(out_dir)
     sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
-    with owned_dir(work):
+    with machine_faults(out_dir), owned_dir(work):  # a full disk is the user's to mend
         if identity(out_dir) != before and Adapter(out_dir).is_complete():
             log.info("another run finished %s while this one waited; using its adapter", out_dir)
             return out_dir
