@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from argen.atomic import atomic_file
+from argen.errors import ArgenError
 from argen.hashing import file_sha256, json_sha256, tree_files
 
 MANIFEST = "manifest.json"
@@ -133,6 +134,16 @@ class StageOutput:
         """The sidecar's record, validated by this output's record type."""
         return self.RECORD.model_validate(json.loads(self.sidecar.read_text()))
 
+    def try_read(self, as_kind: type[Record] | None = None) -> Record | None:
+        """The record (read as `as_kind`, else as this output's type), or None when there is
+        none or it does not parse."""
+        if not self.is_complete():
+            return None
+        try:
+            return (as_kind or self.RECORD).model_validate(json.loads(self.sidecar.read_text()))
+        except (ValueError, ValidationError):
+            return None
+
     def record(self) -> dict:
         """The sidecar's record as a dict (validated; what was written, nothing added)."""
         return self.read().model_dump(exclude_unset=True)
@@ -189,6 +200,30 @@ class StageOutput:
             for name in present.keys() - recorded.keys()
         ]
         return found
+
+    def check_replaceable(self, stage: str) -> None:
+        """Refuse (ArgenError) to replace this folder with a `stage` output unless it holds an
+        earlier output of that same stage (its record names it) and nothing its record does
+        not list: another stage's output, an older unnamed one or anyone's files stay."""
+        if not self.is_complete():
+            raise ArgenError(
+                f"--out {self.path} holds files that are not an argen {stage} output "
+                f"(no {self.SIDECAR}); refusing to replace them"
+            )
+        record = self.try_read(Record)  # whichever stage wrote it
+        if record is None or record.stage != stage:
+            named = record.stage if record and record.stage else None
+            held = f"an argen {named} output" if named else "files"
+            raise ArgenError(
+                f"--out {self.path} holds {held}, not an argen {stage} output ({self.SIDECAR} "
+                f"names {named or 'no stage'}); refusing to replace it"
+            )
+        unlisted = sorted(set(self.files()) - set(record.files or self.files()))
+        if unlisted:
+            raise ArgenError(
+                f"--out {self.path} holds files its {stage} record does not list "
+                f"({', '.join(unlisted)}); refusing to replace them"
+            )
 
 
 class CuratedSplits(StageOutput):
@@ -282,3 +317,35 @@ class Report(StageOutput):
     def summary(self) -> ReportSummary:
         """The report's typed summary: its verdict, gate and scores."""
         return cast(ReportSummary, self.read())
+
+
+class _Summary(StageOutput):
+    """Any stage's output whose sidecar is a summary, read as a plain record."""
+
+    SIDECAR: ClassVar[str] = SUMMARY
+
+
+def sealed(folder: Path) -> StageOutput | None:
+    """The stage output `folder` holds, if a stage sealed it (its record lists its files)."""
+    for output in (StageOutput(folder), _Summary(folder)):
+        record = output.try_read()
+        if record and record.stage and record.files is not None:
+            return output
+    return None
+
+
+def check_inputs(inputs: dict[str, Any]) -> None:
+    """Refuse an input that is (or is in) a stage's output whose files no longer match its
+    record: the message names the file. Inputs from elsewhere are taken as they are."""
+    for name, value in inputs.items():
+        if not isinstance(value, Path) or not value.exists():
+            continue
+        output = sealed(value if value.is_dir() else value.parent)
+        if output is None:
+            continue
+        problems = output.problems(None if value.is_dir() else value.name)
+        if problems:
+            raise ArgenError(
+                f"{name}: {problems[0]}, changed since its {output.read().stage} stage wrote it; "
+                "run that stage again (or restore the file)"
+            )

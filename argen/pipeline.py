@@ -14,14 +14,11 @@ The modules that need torch, TRL or matplotlib are imported inside the stage tha
 that `argen curate` (and a curation that fails on bad input) never pays for them.
 """
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-
-from pydantic import ValidationError
 
 from argen.atomic import output_path
 from argen.config import Config
@@ -29,7 +26,15 @@ from argen.data.curate import curate, curate_key
 from argen.errors import ArgenError
 from argen.hashing import dir_sha256, file_sha256, json_sha256
 from argen.models import resolve_model
-from argen.outputs import Adapter, CuratedSplits, Evaluation, Merged, Record, Report, StageOutput
+from argen.outputs import (
+    Adapter,
+    CuratedSplits,
+    Evaluation,
+    Merged,
+    Report,
+    StageOutput,
+    check_inputs,
+)
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
@@ -201,53 +206,13 @@ def is_complete(name: str, out: Path) -> bool:
     return stage(name).output(out).is_complete()
 
 
-def _record(output: StageOutput, as_kind: type[Record] | None = None) -> Record | None:
-    """The output's record (read as `as_kind`, else as its own type), or None when it has none
-    or it does not parse."""
-    if not output.is_complete():
-        return None
-    try:
-        if as_kind is None:
-            return output.read()
-        return as_kind.model_validate(json.loads(output.sidecar.read_text()))
-    except (ValueError, ValidationError):
-        return None
-
-
-def _sealed(folder: Path) -> StageOutput | None:
-    """The stage output `folder` holds, if a stage sealed it (its record lists its files)."""
-    for entry in STAGES.values():
-        record = _record(entry.output(folder))
-        if record and record.stage == entry.name and record.files is not None:
-            return entry.output(folder)
-    return None
-
-
-def check_inputs(inputs: dict[str, Any]) -> None:
-    """Refuse an input that is (or is in) a stage's output whose files no longer match its
-    record: the message names the file. Inputs from elsewhere are taken as they are."""
-    for name, value in inputs.items():
-        if not isinstance(value, Path) or not value.exists():
-            continue
-        output = _sealed(value if value.is_dir() else value.parent)
-        if output is None:
-            continue
-        only = None if value.is_dir() else value.name
-        problems = output.problems(only)
-        if problems:
-            raise ArgenError(
-                f"{name}: {problems[0]}, changed since its {output.read().stage} stage wrote it; "
-                "run that stage again (or restore the file)"
-            )
-
-
 def _reusable(entry: Stage, out: Path) -> bool:
     """Whether `out`, a keyed folder, holds this stage's complete output as its record lists
     it. A damaged, edited or older (unlisted) output is computed again, with a warning."""
     output = entry.output(out)
     if not output.is_complete():
         return False
-    record = _record(output)
+    record = output.try_read()
     if record is None or record.stage != entry.name or record.files is None:
         log.warning("%s has no %s record listing its files: computing it again", out, entry.name)
         return False
@@ -292,25 +257,7 @@ def check_out(name: str, out: Path, overwrite: bool = False) -> Path:
             f"--out {out} is not empty; pass --overwrite to replace an earlier {name} "
             "output there, or name a new folder"
         )
-    output = stage(name).output(out)
-    if not output.is_complete():
-        raise ArgenError(
-            f"--out {out} holds files that are not an argen {name} output "
-            f"(no {output.SIDECAR}); refusing to replace them"
-        )
-    record = _record(output, Record)  # whichever stage wrote it
-    if record is None or record.stage != name:
-        held = f"an argen {record.stage} output" if record and record.stage else "files"
-        raise ArgenError(
-            f"--out {out} holds {held}, not an argen {name} output ({output.SIDECAR} names "
-            f"{record.stage if record and record.stage else 'no stage'}); refusing to replace it"
-        )
-    unlisted = sorted(set(output.files()) - set(record.files or output.files()))
-    if unlisted:
-        raise ArgenError(
-            f"--out {out} holds files its {name} record does not list ({', '.join(unlisted)}); "
-            "refusing to replace them"
-        )
+    stage(name).output(out).check_replaceable(name)
     return out
 
 

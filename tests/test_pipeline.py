@@ -11,7 +11,7 @@ import pytest
 from argen import pipeline
 from argen.config import load_config
 from argen.errors import ArgenError
-from argen.outputs import Adapter, CuratedSplits, Evaluation, Merged, Report
+from argen.outputs import Adapter, CuratedSplits, Evaluation, Merged, Report, check_inputs
 from argen.pipeline import STAGES, run_pipeline, run_stage
 
 
@@ -175,11 +175,11 @@ def test_an_input_changed_after_its_stage_wrote_it_is_refused(
     config = load_config("default", [f"storage.root={tmp_path}"])
     out, _ = run_stage("curate", config)
     split = CuratedSplits(out).test
-    pipeline.check_inputs({"scenarios": split, "label": "x"})  # as written: accepted
+    check_inputs({"scenarios": split, "label": "x"})  # as written: accepted
     split.write_text("ROWS")
     with pytest.raises(ArgenError, match=r"scenarios: .*test\.parquet does not match its recorded"):
         run_stage("evaluate", config, model="m", scenarios=split, label="x")
-    pipeline.check_inputs({"scenarios": tmp_path / "elsewhere.parquet"})  # not an output
+    check_inputs({"scenarios": tmp_path / "elsewhere.parquet"})  # not an output
 
 
 def sealed(folder: Path, stage: str, sidecar: str = "manifest.json", **record) -> Path:

@@ -18,8 +18,8 @@ from pathlib import Path
 from argen.atomic import atomic_file
 from argen.config import Config
 from argen.errors import ArgenError
-from argen.outputs import CuratedSplits, Evaluation, Report, ReportSummary
-from argen.pipeline import InProcess, StageRunner, check_inputs
+from argen.outputs import CuratedSplits, Evaluation, Report, ReportSummary, check_inputs
+from argen.pipeline import InProcess, StageRunner
 
 GATE_FAILED = "Gate failed"
 LOST = "Lost to champion"
