@@ -144,7 +144,11 @@ class WeightsConfig(Section):
 
 
 class JudgeConfig(Section):
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai", "reader"] = Field(
+        "local",
+        description="local: MiniLM cues and rules (offline); reader: the trained reading grader "
+        "(argen/judging/reader.py, offline); openai: any OpenAI-compatible endpoint.",
+    )
     model: str = Field("gpt-4o-mini", description="Judge model name (openai backend).")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; None: OpenAI.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable with the key.")

@@ -18,11 +18,15 @@ def make_backend(config: JudgeConfig) -> Backend:
         from argen.judging.local import LocalJudge
 
         return LocalJudge()
+    if config.backend == "reader":
+        from argen.judging.reader import ReaderJudge
+
+        return ReaderJudge()
     if config.backend == "openai":
         from argen.judging.openai import OpenAIJudge
 
         return OpenAIJudge(config)
-    raise ArgenError(f"unknown judge backend {config.backend!r} (expected local or openai)")
+    raise ArgenError(f"unknown judge backend {config.backend!r} (expected local, reader or openai)")
 
 
 def open_cache(config: Config) -> JudgementCache | None:

@@ -1,0 +1,156 @@
+"""Labelled responses: what the reading grader learns from and is measured on.
+
+`data/labels/*.jsonl` holds (prompt, response) items, each labelled by reading it against
+`data/GUIDE.md` (section 4) on every proposition of `argen.judging.propositions` (true, false,
+or None where the proposition does not apply), with a quality (bad < acceptable < good) and,
+where the prompt has a rubric, a verdict per rubric criterion. Items of train-split prompts
+train the grader; items of validation-split prompts measure it, held out by prompt.
+`python -m argen.data.labels` writes the statistics of `data/labels/CARD.md` (`--check`: fail
+when stale). Sampled answers waiting for labels live under `data/labels/samples/` and are not
+read here.
+"""
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from argen.errors import ArgenError
+from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS, QUALITIES
+
+log = logging.getLogger(__name__)
+
+LABELS = Path("data/labels")
+CARD = LABELS / "CARD.md"
+START = "<!-- labels:start (python -m argen.data.labels writes this block) -->"
+END = "<!-- labels:end -->"
+SPLITS = ("train", "validation")
+TEXT_FIELDS = ("item", "scenario", "prompt", "response", "origin", "labeller")
+NEVER_NULL = tuple(
+    p for p in PROPOSITIONS if p not in (*OFF_DOMAIN, "answers_medical", "refuses_legitimate")
+)
+
+
+def read_labels(folder: Path = LABELS) -> pd.DataFrame:
+    """Every labelled item under `folder` (one row each; a column per proposition), checked."""
+    files = sorted(Path(folder).glob("*.jsonl"))
+    if not files:
+        raise ArgenError(f"no label files (*.jsonl) in {folder}")
+    rows: list[dict] = []
+    seen: dict[str, str] = {}
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            row = parse_item(line, where)
+            if row["item"] in seen:
+                raise ArgenError(f"{where}: item {row['item']!r} repeats {seen[row['item']]}")
+            seen[row["item"]] = where
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def parse_item(line: str, where: str) -> dict:
+    """One labelled item as a flat row, checked against the guide's rules."""
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(item, dict):
+        raise ArgenError(f"{where}: an item is a JSON object")
+    for field in TEXT_FIELDS:
+        if not isinstance(item.get(field), str) or not item[field].strip():
+            raise ArgenError(f"{where}: field {field!r} must be a non-empty string")
+    if item.get("split") not in SPLITS:
+        raise ArgenError(f"{where}: 'split' must be one of {', '.join(SPLITS)}")
+    if item.get("quality") not in QUALITIES:
+        raise ArgenError(f"{where}: 'quality' must be one of {', '.join(QUALITIES)}")
+    labels = item.get("labels")
+    if not isinstance(labels, dict) or set(labels) != set(PROPOSITIONS):
+        raise ArgenError(
+            f"{where}: 'labels' must give exactly the {len(PROPOSITIONS)} propositions"
+        )
+    check_labels(labels, bool(item.get("has_off_domain")), where)
+    met = item.get("criteria_met")
+    if met is not None and not (isinstance(met, list) and all(type(v) is bool for v in met)):
+        raise ArgenError(f"{where}: 'criteria_met' must be a list of true/false or null")
+    return {
+        **{f: item[f] for f in (*TEXT_FIELDS, "split", "quality")},
+        **{f: item.get(f) for f in ("tier", "scope", "category")},
+        "has_off_domain": bool(item.get("has_off_domain")),
+        **labels,
+        "criteria_met": met,
+    }
+
+
+def check_labels(labels: dict, has_off_domain: bool, where: str) -> None:
+    """Values are true/false/null, null only where the guide allows, and consistent."""
+    for name, value in labels.items():
+        if value is not None and type(value) is not bool:
+            raise ArgenError(f"{where}: label {name!r} must be true, false or null")
+        if value is None and name in NEVER_NULL:
+            raise ArgenError(f"{where}: label {name!r} always applies (null is not allowed)")
+    for name in OFF_DOMAIN:
+        if has_off_domain != (labels[name] is not None):
+            state = "applies only when" if not has_off_domain else "must be given when"
+            raise ArgenError(f"{where}: {name!r} {state} the prompt has an off-domain part")
+    if labels["needless_escalation"] and not labels["urges_emergency"]:
+        raise ArgenError(f"{where}: needless_escalation without urges_emergency")
+    if (
+        has_off_domain
+        and labels["ignores_off_domain"]
+        and (labels["answers_off_domain"] or labels["declines_off_domain"])
+    ):
+        raise ArgenError(f"{where}: ignores_off_domain with answers or declines_off_domain")
+
+
+def statistics(frame: pd.DataFrame) -> str:
+    """The card's numbers: items by origin kind and split, quality, and label prevalence."""
+    kind = frame["origin"].str.split(":").str[0]
+    by_origin = pd.crosstab(frame["origin"], frame["split"], margins=True, margins_name="total")
+    quality = pd.crosstab(kind, frame["quality"]).reindex(columns=list(QUALITIES), fill_value=0)
+    prevalence = pd.DataFrame(
+        {
+            "applies": [int(frame[p].notna().sum()) for p in PROPOSITIONS],
+            "true": [int((frame[p] == True).sum()) for p in PROPOSITIONS],  # noqa: E712
+        },
+        index=pd.Index(list(PROPOSITIONS), name="proposition"),
+    )
+    policy_share = (kind == "policy").mean()
+    return "\n".join(
+        [
+            START,
+            f"{len(frame)} items ({policy_share:.0%} sampled from this project's policies), "
+            f"{frame['prompt'].nunique()} prompts.",
+            "",
+            by_origin.to_markdown(),
+            "",
+            quality.to_markdown(),
+            "",
+            prevalence.to_markdown(),
+            END,
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite (or with --check, verify) the card's statistics block from the files."""
+    parser = argparse.ArgumentParser(description="labelled responses: check and card statistics")
+    parser.add_argument("--check", action="store_true", help="fail if the card is stale")
+    args = parser.parse_args(argv)
+    text = CARD.read_text()
+    head, rest = text.split(START, 1)
+    updated = head + statistics(read_labels()) + rest.split(END, 1)[1]
+    if args.check:
+        if updated != text:
+            log.error("%s is stale: run python -m %s", CARD, __name__)
+        return int(updated != text)
+    CARD.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

