@@ -213,18 +213,37 @@ def _read_jsonl(path: Path, text: str) -> tuple[list[SourceRow], str | None]:
 
 def _read_csv(path: Path, text: str) -> tuple[list[SourceRow], str | None]:
     """A CSV with a header row, quoted strictly (a stray quote is an error, not a field that
-    swallows the rows after it); fields of any length (the prompt limit is checked later)."""
+    swallows the rows after it); fields of any length (the prompt limit is checked later). A
+    row with more cells than the header has columns is an error, never cut silently. A problem
+    names the line where its record starts."""
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
-    rows = []
+    lines = text.splitlines()
+    rows, bad = [], []
     old_limit = csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     try:
-        for data in reader:
-            data.pop(None, None)  # extra unnamed cells
+        width = len(reader.fieldnames or ())
+        while True:
+            start = reader.reader.line_num + 1  # DictReader's own count lags on an error
+            while start <= len(lines) and not lines[start - 1].strip():
+                start += 1  # blank lines are skipped, not records
+            try:
+                data = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                return [], f"{path} line {start}: not valid CSV ({exc})"
+            extra = data.pop(None, None)  # cells beyond the header's columns
+            if extra:
+                bad.append(f"line {start}: {width + len(extra)} cells, the header has {width}")
+                continue
             rows.append(SourceRow(path, f"line {reader.line_num}", data))
-    except csv.Error as exc:
-        return [], f"{path} line {reader.line_num}: not valid CSV ({exc})"
+    except csv.Error as exc:  # in the header itself
+        return [], f"{path} line 1: not valid CSV ({exc})"
     finally:
         csv.field_size_limit(old_limit)
+    if bad:
+        more = f" (and {len(bad) - 1} more bad line(s))" if len(bad) > 1 else ""
+        return [], f"{path} {bad[0]}{more}"
     return rows, None
 
 

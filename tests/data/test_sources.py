@@ -249,3 +249,17 @@ def test_an_unpaired_surrogate_escape_is_rejected_and_its_reject_is_writable(tmp
 def test_a_path_with_a_nul_byte_is_named(tmp_path):
     message = error_of([tmp_path / "bad\x00name.jsonl"])
     assert "bad\x00name.jsonl: not a valid path (embedded null byte)" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        ('id,prompt,tier\na,fever?,B\nb,"he"llo,C\n', 3, "not valid CSV"),
+        ('id,prompt,tier\na,fever?,B\n\nb,"hello,C\nc,x,A\n', 4, "not valid CSV"),
+        ("id,prompt,tier\na,fever?,B,extra,more\n", 2, "5 cells, the header has 3"),
+    ],
+)
+def test_a_bad_csv_row_is_named_by_its_own_line(tmp_path, text, line, problem):
+    (tmp_path / "s.csv").write_text(text)
+    message = error_of([tmp_path / "s.csv"])
+    assert f"{tmp_path / 's.csv'} line {line}: {problem}" in message
