@@ -50,8 +50,10 @@ class Backend(Protocol):
         ...
 
 
-BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",;}\]]+")
 REDACTED = "[REDACTED]"
+BEARER = re.compile(r"(?i)\b(bearer\s+)(?!\[REDACTED\])[^\s'\",;}\]]+")
+"""A bearer token; one already redacted is left alone (redacting twice must change nothing,
+not make ``[REDACTED]]]``)."""
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

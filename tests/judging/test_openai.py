@@ -307,3 +307,10 @@ def test_one_malformed_reply_is_recovered(server):
     server.faults.extend(["html", "truncated"])
     rows = run(make_judge(server, mode="combined", invalid_retries=2), items(GOOD))
     assert rows[0]["judge_ok"] and len(server.requests) == 3
+
+
+def test_redacting_twice_changes_nothing():
+    once = redact("401: rejected 'Bearer sk-1234' (key sk-1234)", ["sk-1234"])
+    assert once == "401: rejected 'Bearer [REDACTED]' (key [REDACTED])"
+    assert redact(redact(once, ["sk-1234"])) == once  # not 'Bearer [REDACTED]]]'
+    assert redact("Bearer [REDACTED] and bearer tok-9") == "Bearer [REDACTED] and bearer [REDACTED]"
