@@ -120,10 +120,10 @@ def evaluate(
         write_parquet(results, tmp / Evaluation.RESULTS)
         (tmp / Evaluation.SIDECAR).write_text(json.dumps(summary, indent=2) + "\n")
     log.info(
-        "evaluated %s on %d scenarios: combined %.3f -> %s",
+        "evaluated %s on %d scenarios: combined %s -> %s",
         label,
         len(results),
-        summary["means"]["combined"],
+        _score(summary["means"]["combined"]),
         out_dir,
     )
     return out_dir
@@ -183,6 +183,11 @@ def summarize(
         "settings": settings,
         "code_version": code_version(),
     }
+
+
+def _score(value: float | None) -> str:
+    """A mean score for a log line; none when every judgement failed."""
+    return "n/a (no judgement succeeded)" if value is None else f"{value:.3f}"
 
 
 def _mean(series: pd.Series) -> float | None:

@@ -1,6 +1,7 @@
 """Judging an evaluation's responses: a dead judge stops the stage after one round of
 requests, not after every item was tried."""
 
+import logging
 import time
 
 import pandas as pd
@@ -8,9 +9,11 @@ import pytest
 
 from argen.config import load_config
 from argen.errors import JudgeOutage
+from argen.evaluation import evaluate as evaluate_module
 from argen.evaluation.evaluate import FIRST_CHUNK, judge_frame
+from argen.generation.generate import Generated
 from argen.judging.base import JudgeFailure
-from tests.conftest import scenario
+from tests.conftest import scenario, write_scenarios
 
 
 class DeadJudge:
@@ -40,3 +43,20 @@ def test_a_dead_judge_stops_the_evaluation_after_the_first_round():
         judge_frame(config, judge, answered(500), "baseline")
     assert judge.asked == FIRST_CHUNK == 16  # not 500
     assert time.perf_counter() - started < 30
+
+
+def test_an_evaluation_whose_every_judgement_failed_logs_without_error(
+    tmp_path, monkeypatch, caplog
+):
+    """With judge.max_failure_rate=1 nothing stops it; its last line has no mean to show."""
+    answer = Generated("rest it", 3, 2, False, 0.01)
+    monkeypatch.setattr(evaluate_module, "check_model_dir", lambda path: path)
+    monkeypatch.setattr(evaluate_module, "load_model", lambda path, precision: (None, None))
+    monkeypatch.setattr(evaluate_module, "generate", lambda m, t, p, s, cb: [answer] * len(p))
+    monkeypatch.setattr(evaluate_module, "make_backend", lambda config: DeadJudge())
+    scenarios = write_scenarios(tmp_path / "s.parquet", [scenario("a", "What is a fever?")])
+    config = load_config("default", ["judge.cache=false", "judge.max_failure_rate=1"])
+    with caplog.at_level(logging.INFO, logger="argen"):
+        evaluate_module.evaluate(config, tmp_path, scenarios, tmp_path / "out", "baseline")
+    assert "combined n/a (no judgement succeeded)" in caplog.text
+    assert "Logging error" not in caplog.text
