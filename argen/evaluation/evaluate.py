@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -140,7 +141,9 @@ def judge_frame(config: Config, backend, frame: pd.DataFrame, label: str) -> lis
     with tqdm(total=len(items), desc=f"judge ({label})", unit="item") as bar:
         for start, end in zip(starts, [*starts[1:], len(items)], strict=True):
             chunk = items[start:end]
-            rows.extend(asyncio.run(score_items(backend, chunk, weights, cache)))
+            batch = json_sha256([backend.identity, [(i.prompt, i.response) for i in chunk]])
+            with cache.claim(batch) if cache is not None else nullcontext():  # one asks, not two
+                rows.extend(asyncio.run(score_items(backend, chunk, weights, cache)))
             bar.update(len(chunk))
             log.info("judged %d/%d responses (%s)", len(rows), len(items), label, extra=UI_ONLY)
             check_so_far(rows, len(items), limit, f"{label} responses")

@@ -2,14 +2,17 @@
 
 Keys hash everything that can change a judgement: backend, model, base URL, rubric version,
 request parameters, prompt and response. Only successful judgements are stored. WAL mode and a
-busy timeout make it safe for several processes writing at once.
+busy timeout make it safe for several processes writing at once; `claim` makes a second process
+judging the same items wait for the first and read its judgements instead of asking again.
 """
 
+import fcntl
 import json
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
-from contextlib import closing
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from argen.errors import ArgenError
@@ -23,6 +26,10 @@ CREATE TABLE IF NOT EXISTS judgements (
     created REAL NOT NULL
 )
 """
+
+
+LOCK_STRIPES = 256
+"""Lock files per cache: items hash onto one of them, so the folder never grows."""
 
 
 def cache_key(identity: Mapping, prompt: str, response: str) -> str:
@@ -81,6 +88,21 @@ class JudgementCache:
             if "full" not in str(exc) and "readonly" not in str(exc):
                 raise
             raise ArgenError(f"cannot write the judge cache {self.path}: {exc}") from exc
+
+    @contextmanager
+    def claim(self, name: str) -> Iterator[None]:
+        """Hold the lock for `name` (a hash of a batch of items about to be judged): a second
+        process judging the same batch waits here, then finds it cached. The kernel releases
+        the lock when its holder dies, so a killed run never blocks another."""
+        folder = self.path.with_name(self.path.name + ".locks")
+        folder.mkdir(exist_ok=True)
+        stripe = int(name[:8], 16) % LOCK_STRIPES
+        fd = os.open(folder / f"{stripe:03d}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def __len__(self) -> int:
         with closing(self._connect()) as db:

@@ -1,7 +1,9 @@
 """Judging an evaluation's responses: a dead judge stops the stage after one round of
 requests, not after every item was tried."""
 
+import asyncio
 import logging
+import threading
 import time
 
 import pandas as pd
@@ -14,6 +16,7 @@ from argen.evaluation.evaluate import FIRST_CHUNK, judge_frame
 from argen.generation.generate import Generated
 from argen.judging.base import JudgeFailure
 from tests.conftest import scenario, write_scenarios
+from tests.judging.test_cache import VALID
 
 
 class DeadJudge:
@@ -60,3 +63,37 @@ def test_an_evaluation_whose_every_judgement_failed_logs_without_error(
         evaluate_module.evaluate(config, tmp_path, scenarios, tmp_path / "out", "baseline")
     assert "combined n/a (no judgement succeeded)" in caplog.text
     assert "Logging error" not in caplog.text
+
+
+class SlowJudge:
+    """Answers every pair with valid fields after a pause, counting what it was asked."""
+
+    name = "test/slow"
+    identity = {"backend": "slow"}
+
+    def __init__(self):
+        self.asked = 0
+        self.lock = threading.Lock()
+
+    async def judge_many(self, pairs):
+        with self.lock:
+            self.asked += len(pairs)
+        await asyncio.sleep(0.2)
+        return [dict(VALID) for _ in pairs]
+
+
+def test_two_identical_evaluations_at_once_ask_the_judge_once(tmp_path):
+    judge = SlowJudge()
+    config = load_config("default", [f"storage.root={tmp_path}"])
+    frame = answered(40)
+    results = []
+    runs = [
+        threading.Thread(target=lambda: results.append(judge_frame(config, judge, frame, "x")))
+        for _ in range(2)
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(60)
+    assert len(results) == 2 and results[0] == results[1]
+    assert judge.asked == 40  # not 80: the second waited for the first's judgements
