@@ -5,12 +5,16 @@ import json
 import logging
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from peft import set_peft_model_state_dict
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from transformers import Trainer, TrainerState
+
+from argen.outputs import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -71,3 +75,22 @@ def train_from(trainer: Trainer, checkpoint: Path | None) -> None:
         restore(trainer, checkpoint)
     else:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+
+
+def spent_work_dir(work: Path) -> bool:
+    """A ``.partial`` folder nothing will resume: its output is finished, or it holds no
+    complete checkpoint."""
+    out = work.with_name(work.name.removesuffix(".partial"))
+    return Adapter(out).is_complete() or last_complete_checkpoint(work) is None
+
+
+@contextmanager
+def removed_when_spent(work: Path) -> Iterator[None]:
+    """Remove the ``.partial`` work folder on the way out, whatever happened, when nothing will
+    resume from it (a finished run, a run that failed before its first checkpoint, a run that
+    waited and used another's adapter): no empty ``.partial`` is left behind."""
+    try:
+        yield
+    finally:
+        if work.is_dir() and spent_work_dir(work):
+            shutil.rmtree(work, ignore_errors=True)

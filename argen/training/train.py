@@ -42,7 +42,13 @@ from argen.judging.scoring import make_backend, open_cache
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import distributed, steplog
-from argen.training.checkpoints import checkpoint_state, last_complete_checkpoint, train_from
+from argen.training.checkpoints import (
+    checkpoint_state,
+    last_complete_checkpoint,
+    removed_when_spent,
+    spent_work_dir,
+    train_from,
+)
 from argen.training.distributed import (
     RankTotals,
     RankValidation,
@@ -178,13 +184,6 @@ def judge_counts(checkpoint: Path | None) -> dict | None:
     return saved["attributes"]["totals"] if saved else None
 
 
-def spent_work_dir(work: Path) -> bool:
-    """A ``.partial`` folder nothing will resume: its output is finished, or it holds no
-    complete checkpoint."""
-    out = work.with_name(work.name.removesuffix(".partial"))
-    return Adapter(out).is_complete() or last_complete_checkpoint(work) is None
-
-
 def finish_tracking(train: TrainConfig) -> None:
     """Close this training's wandb run: its files are complete, and the next training in the
     same process (a Prefect worker runs many) starts a run of its own. With tracking disabled
@@ -231,7 +230,7 @@ def train(
     work = out_dir.with_name(out_dir.name + ".partial")
     before = identity(out_dir)
     sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
-    with machine_faults(out_dir), owned_dir(work):  # a full disk is the user's to mend
+    with machine_faults(out_dir), owned_dir(work), removed_when_spent(work):
         if identity(out_dir) != before and Adapter(out_dir).is_complete():
             log.info("another run finished %s while this one waited; using its adapter", out_dir)
             return out_dir
@@ -243,7 +242,6 @@ def train(
             launch(config, model_dir, splits, out_dir, callbacks, processes)
         else:
             fit_and_write(config, model_dir, splits, out_dir, callbacks, warm_start)
-        shutil.rmtree(work, ignore_errors=True)
     return out_dir
 
 

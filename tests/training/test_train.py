@@ -25,9 +25,9 @@ from argen.atomic import owned_dir, sweep_work_dirs
 from argen.config import load_config
 from argen.errors import ArgenError, JudgeOutage
 from argen.outputs import Merged
-from argen.training.checkpoints import last_complete_checkpoint
+from argen.training.checkpoints import last_complete_checkpoint, spent_work_dir
 from argen.training.merge import merge
-from argen.training.train import batch_shape, spent_work_dir, train
+from argen.training.train import batch_shape, train
 from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
@@ -320,6 +320,7 @@ def test_a_second_run_of_one_output_waits_and_uses_the_first_ones(tmp_path, defa
         (out / "manifest.json").write_text('{"by": "first"}')  # the first one finishes
     second.join(60)
     assert done == [out] and json.loads((out / "manifest.json").read_text()) == {"by": "first"}
+    assert not out.with_name("adapter.partial").exists()  # the waiter leaves no empty folder
 
 
 def test_bad_inputs(default_model_dir, tmp_path):
@@ -361,6 +362,7 @@ def test_judge_failing_everything_stops_early(default_model_dir, tmp_path, monke
             tmp_path / "o",
         )
     assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "o.partial").exists()  # nothing to resume from: not left behind
 
 
 class CrashAfterLastCheckpoint(TrainerCallback):
