@@ -51,9 +51,16 @@ class JudgementCache:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(_SCHEMA)
+        try:
+            with closing(self._connect()) as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
+                db.execute("SELECT key, raw FROM judgements LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:  # not a database, or not this cache's table
+            raise ArgenError(
+                f"the judge cache {path} is damaged ({exc}); delete it (judgements are asked "
+                "again) or set judge.cache=false"
+            ) from None
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=60, isolation_level=None)

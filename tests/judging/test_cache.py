@@ -7,6 +7,7 @@ from contextlib import closing
 
 import pytest
 
+from argen.errors import ArgenError
 from argen.judging.base import JudgeItem, score_items
 from argen.judging.cache import JudgementCache, cache_key
 
@@ -111,3 +112,10 @@ def test_an_invalid_fresh_judgement_is_a_failure_not_a_score(tmp_path):
     assert not row["judge_ok"] and math.isnan(row["helpfulness"])
     assert "clarity is not a number in [0, 1] (got 3.0)" in row["judge_error"]
     assert len(cache) == 0  # a failure is never cached
+
+
+def test_a_damaged_cache_file_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"not a database " * 100)
+    with pytest.raises(ArgenError, match=f"the judge cache {path} is damaged"):
+        JudgementCache(path)
