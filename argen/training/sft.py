@@ -33,6 +33,7 @@ from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import steplog
 from argen.training.checkpoints import last_complete_checkpoint
+from argen.training.divergence import NonFiniteGuard
 from argen.training.train import read_splits
 from argen.training.validation import ValidationCallback
 from argen.version import code_version
@@ -127,9 +128,9 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
     """Build the SFT trainer in `work`; score validation, train (resuming), score again."""
     on_gpu = torch.cuda.is_available()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=torch.bfloat16 if on_gpu else torch.float32
-    )
+    # float32 weights under bfloat16 autocast on a GPU: the warm start in bfloat16 weights
+    # went non-finite at the same step for the 0.5B and the 1.5B (benchmarks/RESULTS.md)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     lora = config.train.lora
     trainer = SFTTrainer(
         model=model,
@@ -143,6 +144,7 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
             target_modules=lora.target_modules,
             task_type="CAUSAL_LM",
         ),
+        callbacks=[NonFiniteGuard()],  # skips a non-finite step, stops on a divergence
     )
     steplog.use_step_lines(trainer)
     validator = ValidationCallback(
