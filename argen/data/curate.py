@@ -25,7 +25,7 @@ from argen.config import CurateConfig
 from argen.data.dedup import drop_exact_duplicates, near_duplicates
 from argen.data.schema import CATEGORIES, SCENARIO_COLUMNS, SCOPES, SOURCE_REQUIRED, SPLITS, TIERS
 from argen.data.sources import SourceRow, listing, read_sources, source_files, source_hashes
-from argen.errors import ArgenError
+from argen.errors import ArgenError, machine_faults
 from argen.hashing import file_sha256, json_sha256
 from argen.outputs import CuratedSplits
 from argen.version import code_version
@@ -256,7 +256,7 @@ def curate_key(config: CurateConfig) -> str:
 def curate(config: CurateConfig, out_dir: Path) -> Path:
     """Curate into `out_dir` (replaced atomically): split parquets, manifest, data card."""
     curated = curate_frames(config)
-    with atomic_dir(out_dir) as tmp:
+    with machine_faults(out_dir), atomic_dir(out_dir) as tmp:  # a full disk: the user's to mend
         outputs = {}
         for split in SPLITS:
             part = curated.scenarios[curated.scenarios["split"] == split].reset_index(drop=True)

@@ -284,3 +284,23 @@ def test_invalid_source_fails_fast_without_importing_torch(tmp_path):
     assert f"{source} line 4: unknown tier 'Q'" in done.stderr
     assert "LOADED []" in done.stdout
     assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_while_writing_is_a_users_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    from argen.data import curate as curate_module
+    from argen.errors import retryable
+
+    def full(frame, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    write_jsonl(tmp_path / "s.jsonl", good_rows())
+    monkeypatch.setattr(curate_module, "write_parquet", full)
+    out = tmp_path / "out"
+    with pytest.raises(ArgenError, match="no space left on the device") as caught:
+        curate(
+            config_for(tmp_path / "s.jsonl", split={"train": 1, "validation": 0, "test": 0}), out
+        )
+    assert not retryable(caught.value)  # a Prefect task does not retry it
+    assert not out.exists()
