@@ -27,7 +27,7 @@ def rollback(config, recipe: str) -> str:
     from argen.reporting import release
 
     event = release.rollback(config, release.line_name(recipe))
-    return f"{event['line']} champion is {event['model_dir']} again (was {event['replaced']})"
+    return f"{event.line} champion is {event.model_dir} again (was {event.replaced})"
 
 
 def champion(config, recipe: str) -> str:
@@ -36,9 +36,9 @@ def champion(config, recipe: str) -> str:
 
     line = release.line_name(recipe)
     events = release.history(config, line)
-    rows = [f"{e['at']} {e['event']:8} {e['model_dir']}" for e in events]
+    rows = [f"{e.at} {e.event:8} {e.model_dir}" for e in events]
     current = release.champion(config, line)
-    head = f"{line} champion: {current['model_dir'] if current else 'none yet'}"
+    head = f"{line} champion: {current.model_dir if current else 'none yet'}"
     return "\n".join([head, *rows])
 
 

@@ -116,7 +116,7 @@ def publish_challenge(line: str, outcome: Outcome) -> None:
         row["champion"], row["candidate"] = row.pop("baseline"), row.pop("aligned")
     champion = outcome.champion
     lines = [f"## Champion comparison ({line} line)", ""]
-    lines += [f"Champion: `{champion['model_dir']}` (promoted {champion['at']}).", ""]
+    lines += [f"Champion: `{champion.model_dir}` (promoted {champion.at}).", ""]
     lines += [f"- worse beyond noise: {w}" for w in worse] or ["- not worse on any dimension"]
     create_markdown_artifact(markdown="\n".join(lines), key="argen-champion-comparison")
     create_table_artifact(

@@ -14,6 +14,9 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from argen.atomic import atomic_file
 from argen.config import Config
@@ -41,49 +44,78 @@ def line_dir(config: Config, line: str) -> Path:
     return config.storage.root / "models" / line
 
 
-def history(config: Config, line: str) -> list[dict]:
+class LineEvent(BaseModel):
+    """One row of a line's history (`history.jsonl`): a promotion (with the report and figures
+    it rests on, the champion comparison and the model it replaced) or a rollback. The champion
+    pointer (`champion.json`) is the current champion's promotion."""
+
+    model_config = ConfigDict(extra="allow")
+
+    event: Literal["promote", "rollback"]
+    model_dir: str
+    line: str
+    at: str
+    replaced: str | None = None
+    report: str | None = None
+    challenge_report: str | None = None
+    figures: dict[str, float | None] = {}
+
+
+def history(config: Config, line: str) -> list[LineEvent]:
     """Every promotion and rollback of the line, oldest first."""
     path = line_dir(config, line) / "history.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(row) for row in path.read_text().splitlines() if row.strip()]
+    rows = [row for row in path.read_text().splitlines() if row.strip()]
+    return [LineEvent.model_validate_json(row) for row in rows]
 
 
-def champions(events: list[dict]) -> list[dict]:
+def champions(events: list[LineEvent]) -> list[LineEvent]:
     """The stack of champions the history leaves: a promotion pushes, a rollback pops."""
-    stack: list[dict] = []
+    stack: list[LineEvent] = []
     for event in events:
-        if event["event"] == "promote":
+        if event.event == "promote":
             stack.append(event)
-        elif event["event"] == "rollback":
+        else:
             stack.pop()
     return stack
 
 
-def champion(config: Config, line: str) -> dict | None:
+def champion(config: Config, line: str) -> LineEvent | None:
     """The line's current model (its promotion record), or None before any promotion."""
     stack = champions(history(config, line))
     return stack[-1] if stack else None
 
 
-def _append(config: Config, line: str, event: dict) -> dict:
+def _append(
+    config: Config, line: str, event: Literal["promote", "rollback"], model_dir: str, **fields: Any
+) -> LineEvent:
     """Append one event to the history (flushed to disk) and update the champion pointer."""
     directory = line_dir(config, line)
     directory.mkdir(parents=True, exist_ok=True)
-    event = {**event, "line": line, "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    at = datetime.now(UTC).isoformat(timespec="seconds")
+    row = LineEvent(event=event, model_dir=model_dir, line=line, at=at, **fields)
     with open(directory / "history.jsonl", "a") as out:
-        out.write(json.dumps(event) + "\n")
+        out.write(json.dumps(_row(row)) + "\n")
         out.flush()
         os.fsync(out.fileno())
     current = champion(config, line)
     with atomic_file(directory / "champion.json") as tmp:
-        tmp.write_text(json.dumps(current, indent=2) + "\n")
-    return event
+        tmp.write_text(json.dumps(_row(current) if current else None, indent=2) + "\n")
+    return row
+
+
+def _row(event: LineEvent) -> dict:
+    """An event as its history row: the fields it was given, in the order of old rows."""
+    order = ("event", "model_dir", "report", "challenge_report", "replaced", "figures")
+    data = event.model_dump(exclude_unset=True)
+    first = {k: data.pop(k) for k in order if k in data}
+    return first | data
 
 
 def promote(
     config: Config, line: str, model_dir: Path, report_dir: Path, challenge: Path | None = None
-) -> dict:
+) -> LineEvent:
     """Make `model_dir` the line's champion, citing its report (and the comparison with the
     champion it replaces, if there was one) and the report's score figures."""
     summary = Report(report_dir).summary()
@@ -91,31 +123,21 @@ def promote(
     return _append(
         config,
         line,
-        {
-            "event": "promote",
-            "model_dir": str(model_dir),
-            "report": str(report_dir),
-            "challenge_report": str(challenge) if challenge else None,
-            "replaced": previous["model_dir"] if previous else None,
-            "figures": {score.dimension: score.aligned for score in summary.scores},
-        },
+        "promote",
+        str(model_dir),
+        report=str(report_dir),
+        challenge_report=str(challenge) if challenge else None,
+        replaced=previous.model_dir if previous else None,
+        figures={score.dimension: score.aligned for score in summary.scores},
     )
 
 
-def rollback(config: Config, line: str) -> dict:
+def rollback(config: Config, line: str) -> LineEvent:
     """Restore the champion before the current one; the rollback is recorded in the history."""
     stack = champions(history(config, line))
     if len(stack) < 2:
         raise ArgenError(f"model line {line!r} has no earlier champion to roll back to")
-    return _append(
-        config,
-        line,
-        {
-            "event": "rollback",
-            "model_dir": stack[-2]["model_dir"],
-            "replaced": stack[-1]["model_dir"],
-        },
-    )
+    return _append(config, line, "rollback", stack[-2].model_dir, replaced=stack[-1].model_dir)
 
 
 def losses(challenge: ReportSummary) -> list[str]:
@@ -137,7 +159,7 @@ class Outcome:
     name: str
     message: str
     report: Path
-    champion: dict | None = None
+    champion: LineEvent | None = None
     challenge: Path | None = None
 
 
@@ -156,15 +178,13 @@ def release(
         message = "release gate failed, the champion stays: " + "; ".join(failed)
         return Outcome(GATE_FAILED, message, report_dir)
     current = champion(config, line)
-    if current and current["model_dir"] == str(merged):
+    if current and current.model_dir == str(merged):
         return Outcome(ALREADY_CHAMPION, f"{merged} is already the {line} champion", report_dir)
     challenge = None
     if current:
         run = (runner or InProcess()).run
         test = CuratedSplits(outputs["curate"]).test
-        judged = run(
-            "evaluate", config, model=current["model_dir"], scenarios=test, label="champion"
-        )
+        judged = run("evaluate", config, model=current.model_dir, scenarios=test, label="champion")
         challenge = run(
             "report",
             config,

@@ -63,7 +63,7 @@ def test_the_first_candidate_is_promoted_then_a_worse_one_loses(tmp_path, config
     first = outputs(tmp_path, "a")
     outcome = release.release(config, "line", first, Runner(tmp_path, worse=True))
     assert (outcome.name, outcome.challenge) == (release.PROMOTED, None)
-    assert release.champion(config, "line")["model_dir"] == str(first["merge"])
+    assert release.champion(config, "line").model_dir == str(first["merge"])
     again = release.release(config, "line", first, Runner(tmp_path, worse=True))
     assert again.name == release.ALREADY_CHAMPION
 
@@ -71,7 +71,7 @@ def test_the_first_candidate_is_promoted_then_a_worse_one_loses(tmp_path, config
     outcome = release.release(config, "line", outputs(tmp_path, "b"), runner)
     assert outcome.name == release.LOST == "Lost to champion"
     assert outcome.message.startswith("worse than the line champion beyond noise: dharma -0.200")
-    assert outcome.champion["model_dir"] == str(first["merge"])
+    assert outcome.champion.model_dir == str(first["merge"])
     assert outcome.challenge == tmp_path / "challenge"
     evaluate, report = runner.calls
     assert evaluate == (
@@ -84,12 +84,12 @@ def test_the_first_candidate_is_promoted_then_a_worse_one_loses(tmp_path, config
     )
     assert report[1]["name"] == "line-challenge"
     assert report[1]["aligned"] == tmp_path / "b-aligned/results.parquet"
-    assert release.champion(config, "line")["model_dir"] == str(first["merge"])
+    assert release.champion(config, "line").model_dir == str(first["merge"])
 
     better = outputs(tmp_path, "c")
     outcome = release.release(config, "line", better, Runner(tmp_path, worse=False))
     assert outcome.name == release.PROMOTED and outcome.challenge == tmp_path / "challenge"
-    assert release.champion(config, "line")["model_dir"] == str(better["merge"])
+    assert release.champion(config, "line").model_dir == str(better["merge"])
 
 
 def test_argen_run_without_prefect_releases(tmp_path, monkeypatch, config):
@@ -99,7 +99,7 @@ def test_argen_run_without_prefect_releases(tmp_path, monkeypatch, config):
     monkeypatch.setattr(argen.pipeline, "run_pipeline", lambda config, line: done)
     lines = cli.cmd_run(config, "default", [])
     assert lines.splitlines()[0] == f"Promoted: {done['merge']} is now the default champion"
-    assert release.champion(config, "default")["model_dir"] == str(done["merge"])
+    assert release.champion(config, "default").model_dir == str(done["merge"])
 
 
 def test_a_report_edited_after_it_was_written_is_never_promoted(tmp_path, config):

@@ -30,17 +30,15 @@ def test_promotions_and_rollbacks_are_recorded_never_overwritten(tmp_path, confi
     release.promote(config, "gpu", tmp_path / "m1", report(tmp_path, "r1", 0.6))
     release.promote(config, "gpu", tmp_path / "m2", report(tmp_path, "r2", 0.7))
     current = release.champion(config, "gpu")
-    assert current["model_dir"] == str(tmp_path / "m2") and current["replaced"] == str(
-        tmp_path / "m1"
-    )
-    assert current["figures"] == {"combined": 0.7}
+    assert current.model_dir == str(tmp_path / "m2") and current.replaced == str(tmp_path / "m1")
+    assert current.figures == {"combined": 0.7}
 
     event = release.rollback(config, "gpu")
-    assert event["model_dir"] == str(tmp_path / "m1")
-    assert release.champion(config, "gpu")["model_dir"] == str(tmp_path / "m1")
+    assert event.model_dir == str(tmp_path / "m1")
+    assert release.champion(config, "gpu").model_dir == str(tmp_path / "m1")
     pointer = json.loads((config.storage.root / "models/gpu/champion.json").read_text())
     assert pointer["model_dir"] == str(tmp_path / "m1")
-    assert [e["event"] for e in release.history(config, "gpu")] == [
+    assert [e.event for e in release.history(config, "gpu")] == [
         "promote",
         "promote",
         "rollback",
@@ -53,7 +51,7 @@ def test_lines_are_separate(tmp_path, config):
     """A CPU demo run's promotion never touches the gpu line's champion."""
     release.promote(config, "gpu", tmp_path / "big", report(tmp_path, "r1", 0.8))
     release.promote(config, "default", tmp_path / "tiny", report(tmp_path, "r2", 0.9))
-    assert release.champion(config, "gpu")["model_dir"] == str(tmp_path / "big")
+    assert release.champion(config, "gpu").model_dir == str(tmp_path / "big")
     with pytest.raises(ArgenError, match="not a plain name"):
         release.champion(config, "../gpu")
 
@@ -97,3 +95,24 @@ def test_a_line_is_named_after_its_recipe_with_dots_kept():
     assert line_name("gpu") == "gpu"
     assert line_name("/some/where/my-recipe.yaml") == "my-recipe"
     assert line_name("lines/v1.5.yml") == "v1.5"
+
+
+def test_history_rows_are_typed_records_in_the_format_of_older_rows(tmp_path, config):
+    event = release.promote(config, "gpu", tmp_path / "m1", report(tmp_path, "r1", 0.6))
+    assert isinstance(event, release.LineEvent) and event.figures == {"combined": 0.6}
+    rows = (config.storage.root / "models/gpu/history.jsonl").read_text().splitlines()
+    assert list(json.loads(rows[0])) == [
+        "event",
+        "model_dir",
+        "report",
+        "challenge_report",
+        "replaced",
+        "figures",
+        "line",
+        "at",
+    ]
+    older = {"event": "promote", "model_dir": "/m0", "line": "old", "at": "2026-11-01T00:00:00"}
+    line = config.storage.root / "models/old"
+    line.mkdir(parents=True)
+    (line / "history.jsonl").write_text(json.dumps(older) + "\n")
+    assert release.champion(config, "old").model_dir == "/m0"
