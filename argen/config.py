@@ -55,6 +55,11 @@ class OrchestrationConfig(Section):
         "work pool; None runs those steps inline.",
     )
     train_timeout_s: float = Field(24 * 3600, gt=0)
+    sft_deployment: str | None = Field(
+        None,
+        description="Prefect deployment that runs the warm start (sft) on a GPU work pool; None "
+        "runs it inline.",
+    )
     evaluate_deployment: str | None = Field(
         None,
         description="Prefect deployment that evaluates the baseline and the aligned model on a "

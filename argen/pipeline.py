@@ -104,8 +104,35 @@ def _evaluate(config: Config, out: Path, model: Path, scenarios: Path, label: st
     return evaluate(config, model, scenarios, out, label)
 
 
-def _train_key(
+def _sft_key(
     config: Config, model: Path, train_split: Path, validation_split: Path
+) -> dict[str, Any]:
+    return {
+        "model": _content(model),
+        "train": _content(train_split),
+        "validation": _content(validation_split),
+        "demonstrations": _content(config.sft.demonstrations),
+        "sft": config.sft.model_dump(mode="json"),
+        "lora": config.train.lora.model_dump(mode="json"),
+        "seed": config.train.seed,
+        "generation": config.generation.model_dump(mode="json"),
+        "judge": config.judge.model_dump(mode="json"),
+    }
+
+
+def _sft(config: Config, out: Path, model: Path, train_split: Path, validation_split: Path) -> Path:
+    """The warm start's adapter into `out` (resumed when an earlier run stopped part-way)."""
+    from argen.training.sft import warm_start
+
+    return warm_start(config, model, train_split, validation_split, out)
+
+
+def _train_key(
+    config: Config,
+    model: Path,
+    train_split: Path,
+    validation_split: Path,
+    warm_start: Path | None = None,
 ) -> dict[str, Any]:
     return {
         "model": _content(model),
@@ -114,6 +141,7 @@ def _train_key(
         "train_config": config.train.model_dump(mode="json"),
         "generation": config.generation.model_dump(mode="json"),
         "judge": config.judge.model_dump(mode="json"),
+        **({"warm_start": _content(warm_start)} if warm_start is not None else {}),
     }
 
 
@@ -124,11 +152,13 @@ def _train(
     train_split: Path,
     validation_split: Path,
     callbacks: tuple = (),
+    warm_start: Path | None = None,
 ) -> Path:
-    """Train an adapter into `out` (resumed when an earlier run with this key stopped part-way)."""
+    """Train an adapter into `out` (resumed when an earlier run with this key stopped part-way);
+    with `warm_start`, GRPO continues that adapter."""
     from argen.training.train import train
 
-    return train(config, model, train_split, validation_split, out, callbacks)
+    return train(config, model, train_split, validation_split, out, callbacks, warm_start)
 
 
 def _merge_key(config: Config, model: Path, adapter: Path) -> dict[str, Any]:
@@ -172,6 +202,7 @@ STAGES: dict[str, Stage] = {
     for stage in (
         Stage("curate", CuratedSplits, _curate_key, _curate),
         Stage("evaluate", Evaluation, _evaluate_key, _evaluate),
+        Stage("sft", Adapter, _sft_key, _sft),
         Stage("train", Adapter, _train_key, _train, options=("callbacks",)),
         Stage("merge", Merged, _merge_key, _merge),
         Stage("report", Report, _report_key, _report, options=("training_log",), where=_in_reports),
@@ -322,7 +353,8 @@ class InProcess:
 def run_pipeline(
     config: Config, name: str = "argen", runner: StageRunner | None = None
 ) -> dict[str, Path]:
-    """The whole pipeline, the one definition of its order: curate, evaluate the baseline, train,
+    """The whole pipeline, the one definition of its order: curate, evaluate the baseline, warm
+    start (with ``sft.enabled``), train,
     merge, evaluate the aligned model, compare. Returns each step's output directory."""
     run = (runner or InProcess()).run
     base = config.model.base
@@ -330,7 +362,8 @@ def run_pipeline(
     test = curated.test
     baseline = run("evaluate", config, model=base, scenarios=test, label="baseline")
     splits = {"train_split": curated.train, "validation_split": curated.validation}
-    adapter = run("train", config, model=base, **splits)
+    warm = {"warm_start": run("sft", config, model=base, **splits)} if config.sft.enabled else {}
+    adapter = run("train", config, model=base, **splits, **warm)
     merged = run("merge", config, model=base, adapter=adapter)
     aligned = run("evaluate", config, model=str(merged), scenarios=test, label="aligned")
     report = run(
@@ -344,6 +377,7 @@ def run_pipeline(
     return {
         "curate": curated.path,
         "baseline": baseline,
+        **({"sft": warm["warm_start"]} if warm else {}),
         "train": adapter,
         "merge": merged,
         "aligned": aligned,

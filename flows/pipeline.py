@@ -20,7 +20,11 @@ from flows.common import JudgeBackend, form_overrides
 from tasks import stages as t
 from tasks.progress import PrefectProgress
 
-DEPLOYMENTS = {"train": "train_deployment", "evaluate": "evaluate_deployment"}
+DEPLOYMENTS = {
+    "sft": "sft_deployment",
+    "train": "train_deployment",
+    "evaluate": "evaluate_deployment",
+}
 """Stages the recipe may send to another work pool, and the orchestration field naming the
 deployment (the train deployment merges too: its merge is then found complete here)."""
 

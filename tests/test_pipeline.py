@@ -65,14 +65,33 @@ def test_the_pipeline_runs_its_stages_in_order_and_hands_each_its_inputs():
     }
 
 
+def test_with_the_warm_start_on_grpo_continues_its_adapter():
+    config = load_config("default", ["sft.enabled=true"])
+    runner = Recorder()
+    outputs = run_pipeline(config, "line", runner)
+    names = [name for name, _ in runner.calls]
+    assert names == ["curate", "evaluate", "sft", "train", "merge", "evaluate", "report"]
+    splits = {
+        "train_split": Path("curate-out/train.parquet"),
+        "validation_split": Path("curate-out/validation.parquet"),
+    }
+    assert runner.calls[2] == ("sft", {"model": config.model.base, **splits})
+    assert runner.calls[3][1] == {
+        "model": config.model.base,
+        **splits,
+        "warm_start": Path("sft-out"),
+    }
+    assert outputs["sft"] == Path("sft-out")
+
+
 def test_each_stage_is_one_entry_of_the_table():
     """Name, output type, key and run: one entry per stage, the outputs' table agrees."""
-    assert list(STAGES) == ["curate", "evaluate", "train", "merge", "report"]
+    assert list(STAGES) == ["curate", "evaluate", "sft", "train", "merge", "report"]
     for name, stage in STAGES.items():
         assert stage.name == name
         assert callable(stage.key) and callable(stage.run)
     outputs = [stage.output for stage in STAGES.values()]
-    assert outputs == [CuratedSplits, Evaluation, Adapter, Merged, Report]
+    assert outputs == [CuratedSplits, Evaluation, Adapter, Adapter, Merged, Report]
     with pytest.raises(ArgenError, match="unknown stage 'nope'"):
         run_stage("nope", load_config())
 

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from argen.config import load_config
 from argen.errors import ArgenError
 from argen.outputs import Adapter
+from argen.pipeline import run_stage, stage_out
 from argen.training.checkpoints import last_complete_checkpoint
 from argen.training.sft import warm_start
 from argen.training.train import train
@@ -144,3 +145,20 @@ def test_no_matching_demonstration_is_an_error(setup, tmp_path):
     bad = config(tmp, f"sft.demonstrations={tmp_path / 'other.jsonl'}")
     with pytest.raises(ArgenError, match="no demonstration matches"):
         warm_start(bad, model_dir, train_split, validation_split, tmp_path / "out")
+
+
+def test_the_sft_stage_is_keyed_on_its_demonstrations_and_reused_when_unchanged(setup, tmp_path):
+    tmp, model_dir, train_split, validation_split = setup
+    cfg = config(tmp, f"storage.root={tmp_path / 'art'}")
+    inputs = {"model": model_dir, "train_split": train_split, "validation_split": validation_split}
+    with one_thread():
+        first, reused_first = run_stage("sft", cfg, **inputs)
+        again, reused_again = run_stage("sft", cfg, **inputs)
+    assert (reused_first, reused_again) == (False, True) and again == first
+    write_jsonl(tmp_path / "other.jsonl", [{"id": "t0", "response": "Rest the knee."}])
+    other = config(
+        tmp, f"storage.root={tmp_path / 'art'}", f"sft.demonstrations={tmp_path / 'other.jsonl'}"
+    )
+    assert stage_out("sft", other, **inputs) != first
+    grpo = stage_out("train", cfg, **inputs)
+    assert stage_out("train", cfg, warm_start=first, **inputs) != grpo  # GRPO's key sees it
