@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 import pandas as pd
+from sklearn.metrics import cohen_kappa_score
 
 from argen.errors import ArgenError
 from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS, QUALITIES
@@ -107,6 +108,28 @@ def check_labels(labels: dict, has_off_domain: bool, where: str) -> None:
         raise ArgenError(f"{where}: ignores_off_domain with answers or declines_off_domain")
 
 
+BLIND = LABELS / "blind" / "relabels.jsonl"
+"""A sample relabelled by a second labeller who saw only the prompt and the response."""
+
+
+def agreement(frame: pd.DataFrame, relabels: pd.DataFrame) -> pd.DataFrame:
+    """Cohen's kappa and raw agreement per proposition and on quality, over the items both
+    labellers judged (a proposition only where both found it applicable)."""
+    both = frame.merge(relabels, on="item", suffixes=("", "_blind"))
+    rows = []
+    for name in (*PROPOSITIONS, "quality"):
+        pair = both[[name, f"{name}_blind"]].dropna()
+        first, second = pair[name].astype(str), pair[f"{name}_blind"].astype(str)
+        same = float((first == second).mean()) if len(pair) else float("nan")
+        kappa = (
+            float(cohen_kappa_score(first, second))
+            if first.nunique() + second.nunique() > 2
+            else float("nan")
+        )
+        rows.append({"label": name, "items": len(pair), "agreement": same, "kappa": kappa})
+    return pd.DataFrame(rows).set_index("label")
+
+
 def statistics(frame: pd.DataFrame) -> str:
     """The card's numbers: items by origin kind and split, quality, and label prevalence."""
     kind = frame["origin"].str.split(":").str[0]
@@ -120,6 +143,8 @@ def statistics(frame: pd.DataFrame) -> str:
         index=pd.Index(list(PROPOSITIONS), name="proposition"),
     )
     policy_share = (kind == "policy").mean()
+    relabels = read_labels(BLIND.parent)
+    agreed = agreement(frame, relabels)
     return "\n".join(
         [
             START,
@@ -131,6 +156,11 @@ def statistics(frame: pd.DataFrame) -> str:
             quality.to_markdown(),
             "",
             prevalence.to_markdown(),
+            "",
+            f"Blind relabelling of {len(relabels)} items (`{BLIND}`): agreement with the first "
+            "labels.",
+            "",
+            agreed.round(2).to_markdown(),
             END,
         ]
     )

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from argen.data import labels
 from argen.data.labels import read_labels
 from argen.errors import ArgenError
 from argen.judging.propositions import PROPOSITIONS
@@ -71,3 +72,8 @@ def test_an_item_breaking_a_rule_names_its_line(tmp_path, change, message):
 def test_a_repeated_item_is_an_error(tmp_path):
     with pytest.raises(ArgenError, match="a.jsonl:2: item 'x-1' repeats"):
         read(tmp_path, item(), item())
+
+
+def test_the_committed_labels_match_their_card():
+    """Every committed item passes the rules, and the card's counts and agreement are current."""
+    assert labels.main(["--check"]) == 0
