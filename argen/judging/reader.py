@@ -64,12 +64,16 @@ class Reader(nn.Module):
         self.propositions = nn.Linear(hidden, len(OUTPUTS))
         self.quality = nn.Linear(hidden, len(QUALITIES))
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None):
+    def pooled(self, input_ids, attention_mask, token_type_ids=None):
+        """The pair's token states, mean-pooled over its real tokens."""
         states = self.encoder(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(states.dtype)
-        pooled = (states * mask).sum(1) / mask.sum(1).clamp(min=1)
+        return (states * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        pooled = self.pooled(input_ids, attention_mask, token_type_ids)
         return self.propositions(pooled), self.quality(pooled)
 
 

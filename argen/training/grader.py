@@ -112,6 +112,51 @@ def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 3
     return model.eval(), tokenizer
 
 
+@torch.no_grad()
+def pooled_features(model: Reader, tokenizer, frame: pd.DataFrame, batch_size: int = 32):
+    """Each item's pooled pair state from the (frozen) encoder, batched by length."""
+    device = next(model.parameters()).device
+    lengths = (frame["prompt"].str.len() + frame["response"].str.len()).to_numpy()
+    order = np.argsort(lengths, kind="stable")
+    out = torch.zeros(len(frame), model.propositions.in_features)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        rows = frame.iloc[idx]
+        batch = encode(tokenizer, rows["prompt"].tolist(), rows["response"].tolist(), device)
+        out[torch.as_tensor(idx)] = model.pooled(**batch).float().cpu()
+    return out
+
+
+def fit_heads(frame: pd.DataFrame, epochs: int = 400, seed: int = 0) -> tuple:
+    """A reader whose encoder stays as packaged and whose heads learn from its pooled states:
+    what a CPU can afford (one forward pass per item); `fit` also tunes the encoder."""
+    torch.manual_seed(seed)
+    model, tokenizer = new_reader()
+    model.eval()
+    features = pooled_features(model, tokenizer, frame)
+    y, q = targets(frame)
+    mask = torch.tensor(~np.isnan(y), dtype=torch.float32)
+    target = torch.tensor(np.nan_to_num(y), dtype=torch.float32)
+    positives = target.sum(0)
+    pos_weight = ((mask.sum(0) - positives) / positives.clamp(min=1)).clamp(1, 10)
+    bce = torch.nn.BCEWithLogitsLoss(reduction="none", pos_weight=pos_weight)
+    heads = [*model.propositions.parameters(), *model.quality.parameters()]
+    optimizer = torch.optim.AdamW(heads, lr=1e-2, weight_decay=1e-3)
+    quality = torch.tensor(q)
+    with torch.enable_grad():
+        for epoch in range(epochs):
+            logits, quality_logits = model.propositions(features), model.quality(features)
+            loss = (
+                bce(logits, target) * mask
+            ).sum() / mask.sum() + torch.nn.functional.cross_entropy(quality_logits, quality)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if (epoch + 1) % 100 == 0:
+                log.info("grader heads, epoch %d/%d: loss %.4f", epoch + 1, epochs, float(loss))
+    return model, tokenizer
+
+
 def f1_interval(truth: np.ndarray, guess: np.ndarray, seed: int = 0, resamples: int = 1000) -> dict:
     """Precision, recall, F1 and a 95% percentile-bootstrap interval of F1 (items resampled)."""
 
@@ -184,7 +229,6 @@ def save(model: Reader, frame: pd.DataFrame, figures: dict, out: Path, settings:
             for k, v in getattr(model, name).state_dict().items()
         }
         save_file(heads, tmp / HEADS)
-        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         meta = {
             "name": "reader-minilm",
             "outputs": list(OUTPUTS),
@@ -197,17 +241,69 @@ def save(model: Reader, frame: pd.DataFrame, figures: dict, out: Path, settings:
             },
             "settings": settings,
             "held_out": figures,
-            "files": files,
         }
-        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
+        write_record(tmp, meta)
     return out
+
+
+def write_record(folder: Path, meta: dict) -> None:
+    """The grader's card (README.md, in place of peft's template) and `reader.json` with the
+    SHA-256 of every file, which `argen.judging.reader.verify` checks before use."""
+    (folder / "README.md").write_text(card(meta))
+    files = {
+        p.name: file_sha256(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != META
+    }
+    (folder / META).write_text(json.dumps({**meta, "files": files}, indent=2) + "\n")
+
+
+def card(meta: dict) -> str:
+    """What the grader is, what it learned from, how it scores held out, and its limits."""
+    held = meta.get("held_out") or {}
+    rows = [
+        f"| {name} | {f['n']} | {f['positives']} | "
+        f"{f['f1']:.2f} [{f['f1_low']:.2f}, {f['f1_high']:.2f}] |"
+        for name, f in held.get("propositions", {}).items()
+    ]
+    trained = meta["trained_on"]
+    return "\n".join(
+        [
+            "# Reading grader: reader-minilm",
+            "",
+            "A cross-encoder that reads a prompt and a response together and predicts the",
+            "propositions of `argen/judging/propositions.py`, whether the prompt has an off-domain",
+            "part, and the answer's quality (`argen/judging/reader.py`; `judge.backend: reader`).",
+            f"Encoder: {meta['base']}, {meta['settings'].get('encoder')}; heads trained by",
+            "`python -m argen.training.grader` on the labelled items of train-split prompts in",
+            f"`data/labels/` ({trained['items']} items, {trained['prompts']} prompts). Labels were",
+            "written by AI labelling agents from `data/GUIDE.md`; no clinician reviewed them.",
+            "",
+            f"Held out by prompt ({held.get('items')} items of {held.get('prompts')} validation",
+            "prompts): F1 per output at a 0.5 threshold, 95% bootstrap interval.",
+            "",
+            "| output | items | true | F1 |",
+            "| --- | ---: | ---: | --- |",
+            *rows,
+            "",
+            f"Quality accuracy {held.get('quality_accuracy', float('nan')):.2f}; of "
+            f"{held.get('pairwise', {}).get('pairs')} pairs of answers to one prompt whose",
+            "quality differs, the better one scored higher in "
+            f"{held.get('pairwise', {}).get('better_scored_higher', float('nan')):.0%}.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labels", type=Path, default=LABELS)
     parser.add_argument("--out", type=Path, default=PACKAGED)
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument(
+        "--finetune",
+        action="store_true",
+        help="also tune the encoder (a LoRA adapter): a GPU's work; without it only the heads "
+        "learn, from one forward pass per item, which a CPU affords",
+    )
+    parser.add_argument("--epochs", type=int, default=6, help="epochs of --finetune")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -215,9 +311,16 @@ def main(argv: list[str] | None = None) -> int:
     train, held_out = labels[labels["split"] == "train"], labels[labels["split"] == "validation"]
     shared = set(train["prompt"]) & set(held_out["prompt"])
     train = train[~train["prompt"].isin(shared)]  # held out by prompt, whatever the split says
-    model, tokenizer = fit(train.reset_index(drop=True), args.epochs, args.seed)
+    train = train.reset_index(drop=True)
+    if args.finetune:
+        model, tokenizer = fit(train, args.epochs, args.seed)
+    else:
+        model, tokenizer = fit_heads(train, seed=args.seed)
     figures = measure(model, tokenizer, held_out.reset_index(drop=True)) if len(held_out) else {}
-    save(model, train, figures, args.out, {"epochs": args.epochs, "seed": args.seed, "lora": LORA})
+    settings = {"encoder": "tuned (LoRA)" if args.finetune else "as packaged", "seed": args.seed}
+    if args.finetune:
+        settings |= {"epochs": args.epochs, "lora": LORA}
+    save(model, train, figures, args.out, settings)
     log.info(
         "grader -> %s; held out: %s",
         args.out,

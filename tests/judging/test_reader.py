@@ -9,7 +9,7 @@ from argen.data.labels import read_labels
 from argen.errors import ArgenError
 from argen.judging import rubric
 from argen.judging.propositions import PROPOSITIONS
-from argen.judging.reader import OUTPUTS, ReaderJudge, raw_fields, verify
+from argen.judging.reader import OUTPUTS, PACKAGED, ReaderJudge, raw_fields, verify
 from argen.training.grader import fit, measure, save
 from tests.conftest import write_jsonl
 
@@ -111,3 +111,10 @@ def test_a_trained_grader_round_trips_and_a_damaged_one_is_refused(tmp_path):
 def test_a_folder_without_a_record_is_not_a_grader(tmp_path):
     with pytest.raises(ArgenError, match="not a trained reader grader"):
         verify(tmp_path)
+
+
+def test_the_packaged_grader_is_intact_and_records_its_held_out_figures():
+    meta = verify(PACKAGED)
+    held = meta["held_out"]
+    assert held["items"] > 500 and set(held["propositions"]) == set(OUTPUTS)
+    assert meta["trained_on"]["items"] > 3000
