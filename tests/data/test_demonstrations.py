@@ -54,5 +54,6 @@ def test_only_train_prompts_are_paired():
         pair_with_train(train.assign(split="test"), demos)
 
 
+@pytest.mark.slow  # curates the bundled scenarios (embeddings): about a minute
 def test_the_committed_demonstrations_match_their_card():
     assert demonstrations.main(["--check"]) == 0

@@ -19,6 +19,8 @@ from argen.training.train import train
 from tests.conftest import scenario, write_jsonl, write_scenarios
 from tests.tiny_models import one_thread, tiny_model
 
+pytestmark = pytest.mark.slow  # about a minute of training: the full suite, not make quick
+
 PROMPTS = {
     "t0": ("My knee hurts on stairs. Also which stocks should I buy?", "B"),
     "t1": ("I have crushing chest pain and sweating.", "A"),
