@@ -55,6 +55,7 @@ def test_committed_card_matches_the_files():
     assert current == wanted, "data/README.md is stale: run python -m argen.data.datacard"
 
 
+@pytest.mark.slow  # embeds every prompt and half: about 20 s
 def test_holdout_is_not_related_to_any_scenario_or_half(scenarios, holdout):
     held, held_ids = texts(holdout)
     seen, seen_ids = texts(scenarios)
