@@ -36,6 +36,7 @@ from argen.judging.reader import (
     Reader,
     base_encoder_dir,
     encode,
+    layer_count,
     predict,
 )
 
@@ -61,7 +62,8 @@ def new_reader() -> tuple[Reader, object]:
     """The packaged encoder with a fresh LoRA adapter and heads, and its tokenizer."""
     base = base_encoder_dir()
     encoder = get_peft_model(AutoModel.from_pretrained(base), LoraConfig(**LORA))  # type: ignore[arg-type]
-    return Reader(encoder, encoder.config.hidden_size), AutoTokenizer.from_pretrained(base)
+    model = Reader(encoder, encoder.config.hidden_size, layer_count(encoder))
+    return model, AutoTokenizer.from_pretrained(base)
 
 
 def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 32) -> tuple:
@@ -70,7 +72,9 @@ def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 3
     torch.manual_seed(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tokenizer = new_reader()
-    model.to(device).train()
+    model.to(device)
+    standardise(model, pooled_features(model, tokenizer, frame).to(device))
+    model.train()
     y, q = targets(frame)
     mask = ~np.isnan(y)
     positives = np.nansum(y, axis=0)
@@ -118,7 +122,7 @@ def pooled_features(model: Reader, tokenizer, frame: pd.DataFrame, batch_size: i
     device = next(model.parameters()).device
     lengths = (frame["prompt"].str.len() + frame["response"].str.len()).to_numpy()
     order = np.argsort(lengths, kind="stable")
-    out = torch.zeros(len(frame), model.propositions.in_features)
+    out = torch.zeros(len(frame), model.center.numel())
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         rows = frame.iloc[idx]
@@ -127,25 +131,33 @@ def pooled_features(model: Reader, tokenizer, frame: pd.DataFrame, batch_size: i
     return out
 
 
-def fit_heads(frame: pd.DataFrame, epochs: int = 400, seed: int = 0) -> tuple:
+def standardise(model: Reader, features: torch.Tensor) -> None:
+    """Centre and scale the pooled states by the training items' own."""
+    model.center.copy_(features.mean(0))
+    model.scale.copy_(features.std(0) + 1e-6)
+
+
+def fit_heads(frame: pd.DataFrame, epochs: int = 600, seed: int = 0) -> tuple:
     """A reader whose encoder stays as packaged and whose heads learn from its pooled states:
     what a CPU can afford (one forward pass per item); `fit` also tunes the encoder."""
     torch.manual_seed(seed)
     model, tokenizer = new_reader()
     model.eval()
     features = pooled_features(model, tokenizer, frame)
+    standardise(model, features)
     y, q = targets(frame)
     mask = torch.tensor(~np.isnan(y), dtype=torch.float32)
     target = torch.tensor(np.nan_to_num(y), dtype=torch.float32)
     positives = target.sum(0)
     pos_weight = ((mask.sum(0) - positives) / positives.clamp(min=1)).clamp(1, 10)
     bce = torch.nn.BCEWithLogitsLoss(reduction="none", pos_weight=pos_weight)
-    heads = [*model.propositions.parameters(), *model.quality.parameters()]
-    optimizer = torch.optim.AdamW(heads, lr=1e-2, weight_decay=1e-3)
+    heads = [p for name, p in model.named_parameters() if not name.startswith("encoder.")]
+    optimizer = torch.optim.AdamW(heads, lr=3e-3, weight_decay=1e-2)
     quality = torch.tensor(q)
     with torch.enable_grad():
         for epoch in range(epochs):
-            logits, quality_logits = model.propositions(features), model.quality(features)
+            model.body.train()
+            logits, quality_logits = model.heads(features)
             loss = (
                 bce(logits, target) * mask
             ).sum() / mask.sum() + torch.nn.functional.cross_entropy(quality_logits, quality)
@@ -153,8 +165,10 @@ def fit_heads(frame: pd.DataFrame, epochs: int = 400, seed: int = 0) -> tuple:
             loss.backward()
             optimizer.step()
             if (epoch + 1) % 100 == 0:
-                log.info("grader heads, epoch %d/%d: loss %.4f", epoch + 1, epochs, float(loss))
-    return model, tokenizer
+                log.info(
+                    "grader heads, epoch %d/%d: loss %.4f", epoch + 1, epochs, float(loss.detach())
+                )
+    return model.eval(), tokenizer
 
 
 def f1_interval(truth: np.ndarray, guess: np.ndarray, seed: int = 0, resamples: int = 1000) -> dict:
@@ -223,11 +237,7 @@ def save(model: Reader, frame: pd.DataFrame, figures: dict, out: Path, settings:
     """The adapter, heads and record, atomically into `out`."""
     with atomic_dir(out) as tmp:
         model.encoder.save_pretrained(str(tmp))  # type: ignore[operator]  # a PeftModel
-        heads = {
-            f"{name}.{k}": v.detach().cpu().contiguous()
-            for name in ("propositions", "quality")
-            for k, v in getattr(model, name).state_dict().items()
-        }
+        heads = {k: v.detach().cpu().contiguous() for k, v in model.head_state().items()}
         save_file(heads, tmp / HEADS)
         meta = {
             "name": "reader-minilm",

@@ -3,6 +3,7 @@ refused, and a grader trained on a few items round-trips through its folder into
 
 import asyncio
 
+import numpy as np
 import pytest
 
 from argen.data.labels import read_labels
@@ -30,6 +31,13 @@ def ahimsa_and_dharma(p, tier="C", scope="S0"):
 
 def test_the_fields_are_valid_judge_fields():
     assert rubric.raw_problem(raw_fields(probabilities(), GOOD_QUALITY)) is None
+
+
+def test_float32_rounding_stays_inside_the_unit_range():
+    """A softmax whose expected quality sums to 1.0000000002 was a failed judgement (NaN)."""
+    quality = np.array([0.0, 2e-9, 1.0], dtype=np.float64)
+    fields = raw_fields(probabilities(refuses_legitimate=-1e-9), quality)
+    assert rubric.raw_problem(fields) is None and fields["completeness"] == 1.0
 
 
 def test_emergency_boilerplate_on_a_routine_question_loses_ahimsa():
