@@ -8,7 +8,6 @@ answer whose prompt curation placed in the validation or test split is left out 
 trained on), so a different split seed can never leak an evaluation prompt into the warm start.
 """
 
-import argparse
 import json
 import logging
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from argen.config import load_config
+from argen.data.cards import check_flag, update_block
 from argen.data.curate import curate_frames
 from argen.errors import ArgenError
 
@@ -108,21 +108,13 @@ def statistics(paired: pd.DataFrame, left_out: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite (or with --check, verify) the card's statistics block from the files."""
-    parser = argparse.ArgumentParser(description="demonstrations card statistics")
-    parser.add_argument("--check", action="store_true", help="fail if the card is stale")
-    args = parser.parse_args(argv)
+    check = check_flag("demonstrations card statistics", argv)
     scenarios = curate_frames(load_config().curate).scenarios
     train = scenarios[scenarios["split"] == "train"]
     paired, left_out = pair_with_train(train, read_demonstrations(DEMONSTRATIONS))
-    text = CARD.read_text()
-    head, rest = text.split(START, 1)
-    updated = head + statistics(paired, left_out) + rest.split(END, 1)[1]
-    if args.check:
-        if updated != text:
-            log.error("%s is stale: run python -m %s", CARD, __name__)
-        return int(updated != text)
-    CARD.write_text(updated)
-    return 0
+    return update_block(
+        CARD, START, END, statistics(paired, left_out), check, "argen.data.demonstrations"
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ when stale). Sampled answers waiting for labels live under `data/labels/samples/
 read here.
 """
 
-import argparse
 import json
 import logging
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
+from argen.data.cards import check_flag, update_block
 from argen.errors import ArgenError
 from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS, QUALITIES
 
@@ -168,18 +168,8 @@ def statistics(frame: pd.DataFrame) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Rewrite (or with --check, verify) the card's statistics block from the files."""
-    parser = argparse.ArgumentParser(description="labelled responses: check and card statistics")
-    parser.add_argument("--check", action="store_true", help="fail if the card is stale")
-    args = parser.parse_args(argv)
-    text = CARD.read_text()
-    head, rest = text.split(START, 1)
-    updated = head + statistics(read_labels()) + rest.split(END, 1)[1]
-    if args.check:
-        if updated != text:
-            log.error("%s is stale: run python -m %s", CARD, __name__)
-        return int(updated != text)
-    CARD.write_text(updated)
-    return 0
+    check = check_flag("labelled responses: check and card statistics", argv)
+    return update_block(CARD, START, END, statistics(read_labels()), check, "argen.data.labels")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ not; each criterion's tag names the proposition it checks (`argen.judging.propos
 rewrites the statistics block of `data/rubrics/CARD.md`; `--check` fails when the card is stale.
 """
 
-import argparse
 import json
 import logging
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from argen.data.cards import check_flag, update_block
 from argen.errors import ArgenError
 from argen.judging.propositions import CRITERION_TAGS
 
@@ -155,24 +155,14 @@ def scenario_frame() -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the card is stale")
-    args = parser.parse_args(argv)
+    """Check every rubric and its coverage, and rewrite (--check: verify) the card's block."""
+    check = check_flag(__doc__.splitlines()[0], argv)
     rubrics = read_rubrics()
     scenarios = scenario_frame()
     check_coverage(rubrics, scenarios["id"].tolist())
-    text = CARD.read_text()
-    if START not in text or END not in text:
-        raise ArgenError(f"{CARD} has no statistics block ({START} ... {END})")
-    head, rest = text.split(START, 1)
-    updated = head + statistics(rubrics, scenarios) + rest.split(END, 1)[1]
-    if args.check:
-        if updated != text:
-            log.error("%s is stale: run python -m argen.data.rubrics", CARD)
-            return 1
-        return 0
-    CARD.write_text(updated)
-    return 0
+    return update_block(
+        CARD, START, END, statistics(rubrics, scenarios), check, "argen.data.rubrics"
+    )
 
 
 if __name__ == "__main__":
