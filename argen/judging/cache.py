@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from argen.errors import ArgenError
 from argen.hashing import json_sha256
@@ -37,6 +38,15 @@ def cache_key(identity: Mapping, prompt: str, response: str) -> str:
     return json_sha256({"judge": dict(identity), "prompt": prompt, "response": response})
 
 
+OPEN_ATTEMPTS = 60
+"""Tries to open a cache another process holds busy (about 90 s in all)."""
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds the file, not because of it."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _decode(raw: object) -> object:
     """A stored row's JSON value; None when the row is damaged (not JSON text)."""
     try:
@@ -51,16 +61,31 @@ class JudgementCache:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with closing(self._connect()) as db:
+        for attempt in range(OPEN_ATTEMPTS):
+            try:
+                self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                # another process (a training rank) is creating or switching the same file
+                # to WAL: busy, not damaged; the switch does not wait on the busy timeout
+                if not _busy(exc) or attempt == OPEN_ATTEMPTS - 1:
+                    self._damaged(exc)
+                time.sleep(0.05 * (attempt + 1))
+            except sqlite3.DatabaseError as exc:  # not a database, or not this cache's table
+                self._damaged(exc)
+
+    def _open(self) -> None:
+        with closing(self._connect()) as db:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
-                db.execute("SELECT key, raw FROM judgements LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as exc:  # not a database, or not this cache's table
-            raise ArgenError(
-                f"the judge cache {path} is damaged ({exc}); delete it (judgements are asked "
-                "again) or set judge.cache=false"
-            ) from None
+            db.execute(_SCHEMA)
+            db.execute("SELECT key, raw FROM judgements LIMIT 1").fetchall()
+
+    def _damaged(self, exc: Exception) -> NoReturn:
+        raise ArgenError(
+            f"the judge cache {self.path} is damaged ({exc}); delete it (judgements are asked "
+            "again) or set judge.cache=false"
+        ) from None
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=60, isolation_level=None)

@@ -2,6 +2,7 @@ import asyncio
 import json
 import math
 import sqlite3
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing
 
@@ -119,3 +120,26 @@ def test_a_damaged_cache_file_is_an_error_naming_it(tmp_path):
     path.write_bytes(b"not a database " * 100)
     with pytest.raises(ArgenError, match=f"the judge cache {path} is damaged"):
         JudgementCache(path)
+
+
+def test_processes_opening_a_new_cache_at_once_wait_for_each_other(tmp_path):
+    """Training ranks open the same new cache together; one switching it to WAL made another's
+    open fail with 'database is locked', which read as a damaged cache (a CI failure)."""
+    path = tmp_path / "cache.sqlite"
+    errors: list[str] = []
+
+    def open_cache() -> None:
+        try:
+            JudgementCache(path)
+        except Exception as exc:  # any failure is the finding
+            errors.append(repr(exc))
+
+    for _ in range(60):
+        for leftover in tmp_path.glob("cache.sqlite*"):
+            leftover.unlink()
+        threads = [threading.Thread(target=open_cache) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
