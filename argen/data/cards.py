@@ -1,14 +1,30 @@
-"""Data cards whose statistics block is written from the files they describe: the one way to
-rewrite that block, or (``--check``) to fail when it no longer matches the files."""
+"""Hand-written data files and their cards: the one way to read JSON Lines with each record's
+place (file:line) for errors, and to rewrite a card's statistics block from the files (or, with
+``--check``, fail when it no longer matches them)."""
 
 import argparse
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from argen.errors import ArgenError
 
 log = logging.getLogger(__name__)
+
+
+def json_lines(files: Iterable[Path]) -> Iterator[tuple[str, object]]:
+    """Each non-blank line of each file, parsed, with its place ``file:line``; a line that is
+    not JSON is an error naming it."""
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
 
 
 def check_flag(description: str, argv: Sequence[str] | None) -> bool:

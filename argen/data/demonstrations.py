@@ -8,14 +8,13 @@ answer whose prompt curation placed in the validation or test split is left out 
 trained on), so a different split seed can never leak an evaluation prompt into the warm start.
 """
 
-import json
 import logging
 from pathlib import Path
 
 import pandas as pd
 
 from argen.config import load_config
-from argen.data.cards import check_flag, update_block
+from argen.data.cards import check_flag, json_lines, update_block
 from argen.data.curate import curate_frames
 from argen.errors import ArgenError
 
@@ -42,24 +41,16 @@ def read_demonstrations(source: Path) -> pd.DataFrame:
     non-empty string fields, each id once. A bad line is an error naming its file and line."""
     rows: list[dict] = []
     seen: dict[str, str] = {}
-    for path in demonstration_files(source):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            row = _parse(line, where)
-            if row["id"] in seen:
-                raise ArgenError(f"{where}: demonstration {row['id']!r} repeats {seen[row['id']]}")
-            seen[row["id"]] = where
-            rows.append(row)
+    for where, value in json_lines(demonstration_files(source)):
+        row = _parse(value, where)
+        if row["id"] in seen:
+            raise ArgenError(f"{where}: demonstration {row['id']!r} repeats {seen[row['id']]}")
+        seen[row["id"]] = where
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(FIELDS))
 
 
-def _parse(line: str, where: str) -> dict:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
+def _parse(row: object, where: str) -> dict:
     if not isinstance(row, dict):
         raise ArgenError(f"{where}: a demonstration must be a JSON object")
     for field in FIELDS:

@@ -10,14 +10,13 @@ when stale). Sampled answers waiting for labels live under `data/labels/samples/
 read here.
 """
 
-import json
 import logging
 from pathlib import Path
 
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
-from argen.data.cards import check_flag, update_block
+from argen.data.cards import check_flag, json_lines, update_block
 from argen.errors import ArgenError
 from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS, QUALITIES
 
@@ -41,25 +40,17 @@ def read_labels(folder: Path = LABELS) -> pd.DataFrame:
         raise ArgenError(f"no label files (*.jsonl) in {folder}")
     rows: list[dict] = []
     seen: dict[str, str] = {}
-    for path in files:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            row = parse_item(line, where)
-            if row["item"] in seen:
-                raise ArgenError(f"{where}: item {row['item']!r} repeats {seen[row['item']]}")
-            seen[row["item"]] = where
-            rows.append(row)
+    for where, value in json_lines(files):
+        row = parse_item(value, where)
+        if row["item"] in seen:
+            raise ArgenError(f"{where}: item {row['item']!r} repeats {seen[row['item']]}")
+        seen[row["item"]] = where
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def parse_item(line: str, where: str) -> dict:
-    """One labelled item as a flat row, checked against the guide's rules."""
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
+def parse_item(item: object, where: str) -> dict:
+    """One labelled item (a parsed line) as a flat row, checked against the guide's rules."""
     if not isinstance(item, dict):
         raise ArgenError(f"{where}: an item is a JSON object")
     for field in TEXT_FIELDS:

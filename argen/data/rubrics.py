@@ -10,7 +10,6 @@ not; each criterion's tag names the proposition it checks (`argen.judging.propos
 rewrites the statistics block of `data/rubrics/CARD.md`; `--check` fails when the card is stale.
 """
 
-import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from argen.data.cards import check_flag, update_block
+from argen.data.cards import check_flag, json_lines, update_block
 from argen.errors import ArgenError
 from argen.judging.propositions import CRITERION_TAGS
 
@@ -49,24 +48,16 @@ def read_rubrics(folder: Path = RUBRICS) -> dict[str, list[Criterion]]:
         raise ArgenError(f"no rubric files (*.jsonl) in {folder}")
     rubrics: dict[str, list[Criterion]] = {}
     where_of: dict[str, str] = {}
-    for path in files:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            scenario, criteria = parse_rubric(line, where)
-            if scenario in rubrics:
-                raise ArgenError(f"{where}: rubric for {scenario!r} repeats {where_of[scenario]}")
-            rubrics[scenario], where_of[scenario] = criteria, where
+    for where, value in json_lines(files):
+        scenario, criteria = parse_rubric(value, where)
+        if scenario in rubrics:
+            raise ArgenError(f"{where}: rubric for {scenario!r} repeats {where_of[scenario]}")
+        rubrics[scenario], where_of[scenario] = criteria, where
     return rubrics
 
 
-def parse_rubric(line: str, where: str) -> tuple[str, list[Criterion]]:
-    """One rubric line: its scenario id and criteria, each checked against the guide's rules."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
+def parse_rubric(row: object, where: str) -> tuple[str, list[Criterion]]:
+    """One rubric (a parsed line): its scenario id and criteria, checked against the guide."""
     if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
         raise ArgenError(f"{where}: a rubric is an object with a scenario 'id'")
     raw = row.get("criteria")

@@ -9,13 +9,13 @@ judge passes a pair when the good answer's combined score is above the hack's;
 
 import argparse
 import asyncio
-import json
 import logging
 from pathlib import Path
 
 import pandas as pd
 
 from argen.config import load_config
+from argen.data.cards import json_lines
 from argen.errors import ArgenError
 from argen.judging.base import Backend, JudgeItem, score_items
 from argen.judging.rubric import DEFAULT_WEIGHTS
@@ -30,16 +30,12 @@ FIELDS = ("pair", "category", "prompt", "tier", "scope", "good", "hack")
 def read_pairs(path: Path = PAIRS) -> pd.DataFrame:
     """The probe pairs, each with every field it needs; a bad line names file and line."""
     rows = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ArgenError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    for where, row in json_lines([Path(path)]):
+        if not isinstance(row, dict):
+            raise ArgenError(f"{where}: a pair is a JSON object")
         missing = [f for f in FIELDS if not isinstance(row.get(f), str) or not row[f]]
         if missing:
-            raise ArgenError(f"{path}:{number}: missing {', '.join(missing)}")
+            raise ArgenError(f"{where}: missing {', '.join(missing)}")
         rows.append(
             {f: row[f] for f in FIELDS} | {"from_policy": row.get("sample_item") is not None}
         )

@@ -12,7 +12,6 @@ adapter on the base. The validation split is scored before and after with the tr
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -26,13 +25,18 @@ from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_wor
 from argen.config import Config
 from argen.data.curate import write_parquet
 from argen.data.demonstrations import pair_with_train, read_demonstrations
+from argen.errors import machine_faults
 from argen.generation.prompting import chat_messages, system_prompt
 from argen.hashing import file_sha256, json_sha256
 from argen.judging.scoring import make_backend
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import steplog
-from argen.training.checkpoints import last_complete_checkpoint
+from argen.training.checkpoints import (
+    last_complete_checkpoint,
+    removed_when_spent,
+    spent_work_dir,
+)
 from argen.training.divergence import NonFiniteGuard
 from argen.training.train import read_splits
 from argen.training.validation import ValidationCallback
@@ -97,8 +101,8 @@ def warm_start(
     out_dir = output_path(out_dir)
     work = out_dir.with_name(out_dir.name + ".partial")
     before = identity(out_dir)
-    sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and _spent(f))
-    with owned_dir(work):
+    sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
+    with machine_faults(out_dir), owned_dir(work), removed_when_spent(work):
         if identity(out_dir) != before and Adapter(out_dir).is_complete():
             log.info("another run finished %s while this one waited; using it", out_dir)
             return out_dir
@@ -115,13 +119,7 @@ def warm_start(
             "resumed_from": str(resumed) if resumed else None,
         }
         _write_adapter(trainer, validator, config, model_dir, record, out_dir)
-        shutil.rmtree(work, ignore_errors=True)
     return out_dir
-
-
-def _spent(work: Path) -> bool:
-    out = work.with_name(work.name.removesuffix(".partial"))
-    return Adapter(out).is_complete() or last_complete_checkpoint(work) is None
 
 
 def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
