@@ -154,6 +154,11 @@ class JudgeConfig(Section):
         description="local: MiniLM cues and rules (offline); reader: the trained reading grader "
         "(argen/judging/reader.py, offline); openai: any OpenAI-compatible endpoint.",
     )
+    grader: Path | None = Field(
+        None,
+        description="A trained reading grader's folder (reader backend); None: the packaged "
+        "one. `python -m argen.training.grader --backbone ... --out DIR` trains one.",
+    )
     model: str = Field("gpt-4o-mini", description="Judge model name (openai backend).")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint; None: OpenAI.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable with the key.")

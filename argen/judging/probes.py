@@ -69,10 +69,16 @@ def win_rates(scored: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="reader", choices=["local", "reader"])
+    parser.add_argument("--grader", type=Path, help="a reading grader's folder (default: packaged)")
+    parser.add_argument("--out", type=Path, help="also write each scored pair here (parquet)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    config = load_config("default", [f"judge.backend={args.backend}"])
-    table = win_rates(score_pairs(make_backend(config.judge), read_pairs()))
+    grader = [f"judge.grader={args.grader}"] if args.grader else []
+    config = load_config("default", [f"judge.backend={args.backend}", *grader])
+    scored = score_pairs(make_backend(config.judge), read_pairs())
+    if args.out:
+        scored.to_parquet(args.out)
+    table = win_rates(scored)
     log.info("probe suite v2, %s judge:\n%s", args.backend, table.to_markdown())
     return 0
 

@@ -1,12 +1,14 @@
 """The reading grader: a cross-encoder that reads a prompt and a response together and says
 which propositions hold (`argen.judging.propositions`), and how good the answer is.
 
-The packaged MiniLM encoder with a LoRA adapter and two small heads, trained on the labelled
-responses of `data/labels/` (`argen.training.grader`): unlike the local judge's cue words and
-embedding closeness, every prediction comes from the two texts read jointly, so "call 911 now"
-after a cough is read as a needless escalation and a wrong dose followed by "see your doctor" as
-a dangerous instruction. A trained grader is a folder (`reader.json`, the adapter, the heads)
-whose files are checked against the SHA-256 recorded in `reader.json` before use.
+A backbone that reads the pair (the packaged MiniLM encoder, or a packaged or local causal LM
+such as Qwen2.5 0.5B on a GPU), optionally tuned by a LoRA adapter, and small heads trained on
+the labelled responses of `data/labels/` (`argen.training.grader`): unlike the local judge's cue
+words and embedding closeness, every prediction comes from the two texts read jointly, so "call
+911 now" after a cough is read as a needless escalation and a wrong dose followed by "see your
+doctor" as a dangerous instruction. A trained grader is a folder (`reader.json`, the heads, the
+adapter where the backbone was tuned) whose files are checked against the SHA-256 recorded in
+`reader.json` before use; `reader.json` names the backbone.
 
 `ReaderJudge` turns the predictions into ArGen's raw judge fields, so the same rubric maths
 (tier referral window, scope penalty) score them for training and evaluation alike.
@@ -18,6 +20,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +33,7 @@ from argen.errors import ArgenError
 from argen.hashing import file_sha256
 from argen.judging.base import JudgeFailure
 from argen.judging.propositions import PROPOSITIONS, QUALITIES
+from argen.models import resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,10 @@ OUTPUTS = (*PROPOSITIONS, "has_off_domain")
 off-domain part at all (learned from every item, so the off-domain propositions can be
 weighed by it)."""
 MAX_LENGTH = 384
+MINILM = "all-MiniLM-L6-v2"
+"""The backbone name of the packaged sentence encoder (the CPU default)."""
+RESPONSE_MARK = "\n\nResponse:\n"
+"""Ends the prompt where a backbone's tokenizer has no separator of its own (causal LMs)."""
 
 
 def base_encoder_dir() -> Path:
@@ -56,59 +64,87 @@ def base_encoder_dir() -> Path:
 
 
 class Reader(nn.Module):
-    """Encoder -> every layer's states mean-pooled over the pair's tokens (lower layers keep
-    the wording, upper ones the meaning), standardised -> a small shared layer -> a logit per
-    output and three quality logits. `HEAD_PARTS` are what training writes besides the
-    encoder's adapter."""
+    """Backbone -> every layer's states mean-pooled over the pair's tokens (lower layers keep
+    the wording, upper ones the meaning), standardised, each layer projected to a few features
+    of its own -> a small shared layer -> a logit per output and three quality logits. The
+    per-layer projection keeps the heads small for wide backbones (a few MB for a 1.5B LM)."""
 
     WIDTH = 512
+    PROJECTION = 64
     center: torch.Tensor
     scale: torch.Tensor
 
     def __init__(self, encoder: nn.Module, hidden: int, layers: int):
         super().__init__()
         self.encoder = encoder
-        features = hidden * layers
-        self.register_buffer("center", torch.zeros(features))
-        self.register_buffer("scale", torch.ones(features))
+        self.register_buffer("center", torch.zeros(layers, hidden))
+        self.register_buffer("scale", torch.ones(layers, hidden))
+        self.project = nn.Parameter(torch.randn(layers, hidden, self.PROJECTION) / hidden**0.5)
+        self.drop = nn.Dropout(0.2)
         self.body = nn.Sequential(
-            nn.Dropout(0.2), nn.Linear(features, self.WIDTH), nn.GELU(), nn.Dropout(0.2)
+            nn.GELU(),
+            nn.Flatten(),
+            nn.Linear(layers * self.PROJECTION, self.WIDTH),
+            nn.GELU(),
+            nn.Dropout(0.2),
         )
         self.propositions = nn.Linear(self.WIDTH, len(OUTPUTS))
         self.quality = nn.Linear(self.WIDTH, len(QUALITIES))
 
     def pooled(self, input_ids, attention_mask, token_type_ids=None):
-        """The pair's states of every layer, each mean-pooled over its real tokens, side by side."""
+        """The pair's states of every layer, each mean-pooled over its real tokens: (n, layers,
+        hidden), in float32."""
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         states = self.encoder(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            output_hidden_states=True,
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **extra
         ).hidden_states
-        mask = attention_mask.unsqueeze(-1).to(states[-1].dtype)
+        mask = attention_mask.unsqueeze(-1).float()
         count = mask.sum(1).clamp(min=1)
-        return torch.cat([(layer * mask).sum(1) / count for layer in states], dim=-1)
+        return torch.stack([(layer.float() * mask).sum(1) / count for layer in states], dim=1)
 
     def heads(self, pooled):
         """Proposition and quality logits from pooled states."""
-        shared = self.body((pooled - self.center) / self.scale)
+        standard = self.drop((pooled - self.center) / self.scale)
+        shared = self.body(torch.einsum("blh,lhp->blp", standard, self.project))
         return self.propositions(shared), self.quality(shared)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         return self.heads(self.pooled(input_ids, attention_mask, token_type_ids))
 
     def head_state(self) -> dict:
-        """Everything but the encoder, for `HEADS`."""
+        """Everything but the backbone, for `HEADS`."""
         return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
 
 
-def layer_count(encoder) -> int:
-    """Pooled layers: the embeddings and every transformer layer."""
-    return encoder.config.num_hidden_layers + 1
+def backbone_dir(name: str) -> Path:
+    """The transformers folder of a backbone: the packaged encoder, or any model spec
+    `argen.models.resolve_model` knows (a packaged policy, a local folder, a hub id)."""
+    return base_encoder_dir() if name == MINILM else resolve_model(name)
+
+
+def load_backbone(name: str, device: str, tuned: bool = False) -> tuple[nn.Module, object]:
+    """A backbone's base model (no LM head) and its tokenizer. Frozen on a GPU it runs in
+    bfloat16; tuned, its weights stay float32 (autocast does the bfloat16 work)."""
+    folder = backbone_dir(name)
+    half = device == "cuda" and not tuned
+    model = AutoModel.from_pretrained(folder, dtype=torch.bfloat16 if half else torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def reader_over(encoder: Any) -> Reader:
+    """Fresh heads over a backbone: pooled layers are its embeddings and every transformer
+    layer."""
+    config = encoder.config
+    return Reader(encoder, config.hidden_size, config.num_hidden_layers + 1)
 
 
 def encode(tokenizer, prompts: Sequence[str], responses: Sequence[str], device) -> dict:
     """Prompt and response as one pair; the response is cut, never the prompt."""
+    if tokenizer.sep_token is None:
+        prompts = [p + RESPONSE_MARK for p in prompts]
     batch = tokenizer(
         list(prompts),
         list(responses),
@@ -136,6 +172,8 @@ def verify(folder: Path) -> dict:
             raise ArgenError(f"{path} does not match the SHA-256 in {meta_path}; retrain it")
     if list(meta.get("outputs", [])) != list(OUTPUTS):
         raise ArgenError(f"{folder} predicts other propositions than this code knows")
+    if "backbone" not in meta:
+        raise ArgenError(f"{meta_path} names no backbone (an older grader); retrain it")
     return meta
 
 
@@ -144,13 +182,17 @@ def load_reader(folder: Path = PACKAGED) -> tuple[Reader, object, dict]:
     """A trained grader (eval mode, on the GPU where there is one), its tokenizer and record."""
     meta = verify(folder)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    base = base_encoder_dir()
-    encoder = PeftModel.from_pretrained(AutoModel.from_pretrained(base), folder)
-    model = Reader(encoder, encoder.config.hidden_size, layer_count(encoder))
-    missing, unexpected = model.load_state_dict(load_file(folder / HEADS), strict=False)
+    encoder, tokenizer = load_backbone(meta["backbone"], device)
+    if (folder / "adapter_config.json").is_file():
+        encoder = PeftModel.from_pretrained(encoder, folder).merge_and_unload()
+    model = reader_over(encoder)
+    try:
+        missing, unexpected = model.load_state_dict(load_file(folder / HEADS), strict=False)
+    except RuntimeError as exc:  # a shape that differs: another backbone or design
+        raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it") from exc
     if unexpected or any(not k.startswith("encoder.") for k in missing):
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it")
-    return model.to(device).eval(), AutoTokenizer.from_pretrained(base), meta
+    return model.to(device).eval(), tokenizer, meta
 
 
 @torch.inference_mode()
@@ -163,7 +205,7 @@ def predict(
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         batch = encode(tokenizer, [p for p, _ in chunk], [r for _, r in chunk], device)
-        p, q = model(**batch)
+        p, q = model.heads(model.pooled(**batch).float())
         props.append(torch.sigmoid(p.float()).cpu().numpy())
         quality.append(torch.softmax(q.float(), -1).cpu().numpy())
     if not props:

@@ -19,9 +19,9 @@ def make_backend(config: JudgeConfig) -> Backend:
 
         return LocalJudge()
     if config.backend == "reader":
-        from argen.judging.reader import ReaderJudge
+        from argen.judging.reader import PACKAGED, ReaderJudge
 
-        return ReaderJudge()
+        return ReaderJudge(config.grader or PACKAGED)
     if config.backend == "openai":
         from argen.judging.openai import OpenAIJudge
 

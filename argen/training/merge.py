@@ -1,7 +1,8 @@
 """Merge a LoRA adapter into its base model: a standalone directory plain transformers loads.
 
 The merged model's logits are checked against the adapter model's on a few prompts; a
-mismatch beyond the tolerance is an error and nothing is written.
+mismatch beyond the tolerance (relative to the logits' own scale) is an error and nothing is
+written.
 """
 
 import json
@@ -27,8 +28,15 @@ CHECK_PROMPTS = (
     "I have crushing chest pain and I'm sweating.",
     "What is a normal resting heart rate?",
 )
-TOLERANCE = 1e-3
-"""Largest allowed absolute logit difference in float32."""
+TOLERANCE = 2e-4
+"""Largest allowed logit difference in float32, as a share of the largest logit (at least 1):
+float32 rounding grows with depth and logit size (a 1.5B model's merged logits differed by
+2.7e-3 at logits near 20 on a GPU), while a wrong merge moves logits by whole units."""
+
+
+def allowed_difference(scale: float) -> float:
+    """The largest logit difference a merge may show where the largest logit is `scale`."""
+    return TOLERANCE * max(scale, 1.0)
 
 
 def check_adapter_dir(path: Path) -> None:
@@ -45,9 +53,10 @@ def tokenizer_dir(adapter_dir: Path, base_dir: Path) -> Path:
 
 
 @torch.inference_mode()
-def max_logit_difference(reference, merged, tokenizer) -> float:
-    """Largest absolute difference of next-token logits over the check prompts."""
-    worst = 0.0
+def max_logit_difference(reference, merged, tokenizer) -> tuple[float, float]:
+    """Largest absolute difference of the logits over the check prompts, and the largest
+    absolute logit of the reference (their scale)."""
+    worst = scale = 0.0
     for prompt in CHECK_PROMPTS:
         ids = tokenizer.apply_chat_template(
             chat_messages(prompt, FULL_SYSTEM_PROMPT),
@@ -58,7 +67,8 @@ def max_logit_difference(reference, merged, tokenizer) -> float:
         a = reference(**ids).logits.float()
         b = merged(**ids).logits.float()
         worst = max(worst, float((a - b).abs().max()))
-    return worst
+        scale = max(scale, float(a.abs().max()))
+    return worst, scale
 
 
 def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
@@ -74,11 +84,13 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
         check = PeftModel.from_pretrained(
             AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32), adapter_dir
         ).eval()
-        difference = max_logit_difference(check, merged, tokenizer)
-        if difference > TOLERANCE:
+        difference, scale = max_logit_difference(check, merged, tokenizer)
+        allowed = allowed_difference(scale)
+        if difference > allowed:
             raise ArgenError(
                 f"merged model differs from the adapter model by {difference:.2e} in logits "
-                f"(tolerance {TOLERANCE:.0e}); nothing was written"
+                f"(allowed {allowed:.2e}: {TOLERANCE:.0e} of the largest logit, {scale:.1f}); "
+                "nothing was written"
             )
         merged.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -93,7 +105,7 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
             "adapter": str(adapter_dir),
             "adapter_sha256": dir_sha256(adapter_dir),
             "max_logit_difference": difference,
-            "tolerance": TOLERANCE,
+            "tolerance": allowed,
         }
         (tmp / Merged.SIDECAR).write_text(json.dumps(manifest, indent=2) + "\n")
     log.info("merged %s into %s (max logit difference %.2e)", adapter_dir, out_dir, difference)

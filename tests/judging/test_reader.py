@@ -11,8 +11,9 @@ from argen.errors import ArgenError
 from argen.judging import rubric
 from argen.judging.propositions import PROPOSITIONS
 from argen.judging.reader import OUTPUTS, PACKAGED, ReaderJudge, raw_fields, verify
-from argen.training.grader import fit, measure, save
+from argen.training.grader import fit, fit_heads, measure, save
 from tests.conftest import write_jsonl
+from tests.tiny_models import one_thread, tiny_model
 
 GOOD_QUALITY = (0.0, 0.1, 0.9)
 
@@ -114,6 +115,31 @@ def test_a_trained_grader_round_trips_and_a_damaged_one_is_refused(tmp_path):
     heads.write_bytes(heads.read_bytes()[:-8] + b"tampered")
     with pytest.raises(ArgenError, match="does not match the SHA-256"):
         ReaderJudge(out)
+
+
+@pytest.mark.slow
+def test_a_causal_lm_backbone_reads_with_heads_alone_and_ships_no_adapter(tmp_path):
+    """A GPU grader's shape (Qwen family, frozen, heads trained on its pooled layers), on a tiny
+    random model: the folder names its backbone, holds no adapter, and judges."""
+    model, tokenizer = tiny_model("qwen2.5-0.5b")
+    model.save_pretrained(tmp_path / "qwen")
+    tokenizer.save_pretrained(tmp_path / "qwen")
+    rows = [item(i, "train", i % 2 == 0) for i in range(12)]
+    (tmp_path / "labels").mkdir()
+    write_jsonl(tmp_path / "labels" / "a.jsonl", rows)
+    frame = read_labels(tmp_path / "labels")
+    backbone = str(tmp_path / "qwen")
+    with one_thread():
+        reader, reader_tokenizer = fit_heads(frame, backbone, epochs=5)
+        out = save(
+            reader, frame, {}, tmp_path / "reader-tiny", {"encoder": "as packaged"}, backbone
+        )
+        (fields,) = asyncio.run(
+            ReaderJudge(out).judge_many([(rows[1]["prompt"], rows[1]["response"])])
+        )
+    assert rubric.raw_problem(fields) is None
+    assert verify(out)["backbone"] == backbone and not (out / "adapter_config.json").exists()
+    assert ReaderJudge(out).name.startswith("reader/reader-tiny-")
 
 
 def test_a_folder_without_a_record_is_not_a_grader(tmp_path):

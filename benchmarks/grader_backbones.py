@@ -1,0 +1,81 @@
+"""Train the reading grader on several backbones and compare them held out, on a GPU.
+
+    python -m benchmarks.grader_backbones --out DIR VARIANT [VARIANT ...]
+
+A variant is BACKBONE[:finetune], BACKBONE being `all-MiniLM-L6-v2` (the packaged encoder) or a
+model spec (e.g. qwen2.5-coder-0.5b-instruct). Each is trained on the labelled items of
+train-split prompts (`argen.training.grader`), measured on those of validation-split prompts
+(held out by prompt) and on the probe suite v2, and saved as a grader folder under DIR, with
+DIR/figures.json holding every variant's figures and timings. Every choice is made on the
+validation split and the probes; the test split is not read.
+"""
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from argen.data.labels import LABELS, read_labels
+from argen.judging.probes import read_pairs, score_pairs, win_rates
+from argen.judging.reader import ReaderJudge
+from argen.training.grader import fit, fit_heads, held_out_split, measure, save
+
+log = logging.getLogger("grader_backbones")
+
+
+def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
+    """Train, measure, save and probe one variant; its figures."""
+    backbone, _, mode = variant.partition(":")
+    tuned = mode == "finetune"
+    torch.cuda.reset_peak_memory_stats() if torch.cuda.is_available() else None
+    started = time.perf_counter()
+    if tuned:
+        model, tokenizer = fit(train, backbone, epochs=epochs)
+    else:
+        model, tokenizer = fit_heads(train, backbone)
+    seconds = time.perf_counter() - started
+    figures = measure(model, tokenizer, held)
+    name = f"reader-{backbone.split('/')[-1].lower()}{'-tuned' if tuned else ''}"
+    settings = {"encoder": "tuned (LoRA)" if tuned else "as packaged", "seed": 0}
+    folder = save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone)
+    del model
+    started = time.perf_counter()
+    table = win_rates(score_pairs(ReaderJudge(folder), read_pairs()))
+    return {
+        "variant": variant,
+        "folder": str(folder),
+        "train_seconds": round(seconds, 1),
+        "probe_seconds": round(time.perf_counter() - started, 1),
+        "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
+        if torch.cuda.is_available()
+        else None,
+        "f1": {k: round(v["f1"], 3) for k, v in figures["propositions"].items()},
+        "quality_accuracy": round(figures["quality_accuracy"], 3),
+        "pairwise": round(figures["pairwise"]["better_scored_higher"], 3),
+        "probes": {k: int(v) for k, v in table["good_wins"].items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--epochs", type=int, default=4, help="epochs of a tuned backbone")
+    parser.add_argument("variants", nargs="+")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    train, held = held_out_split(read_labels(args.labels))
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for variant in args.variants:
+        results.append(run_variant(variant, train, held, args.out, args.epochs))
+        log.info("%s", json.dumps(results[-1]))
+        (args.out / "figures.json").write_text(json.dumps(results, indent=2) + "\n")
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+
+
+if __name__ == "__main__":
+    main()
