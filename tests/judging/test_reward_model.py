@@ -8,13 +8,20 @@ import math
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+)
 
 from argen.config import load_config
 from argen.errors import ArgenError
 from argen.judging import rubric
 from argen.judging.base import JudgeFailure, JudgeItem, score_items
 from argen.judging.local import LocalJudge
+from argen.judging.reader import base_encoder_dir
 from argen.judging.reward_model import (
     RewardModelJudge,
     calibrated,
@@ -99,6 +106,26 @@ def test_without_a_chat_template_the_model_reads_prompt_response_and_eos(tmp_pat
         assert rewards(model, tok, PAIRS) == pytest.approx(
             one_by_one(folder, PAIRS, template=False), abs=1e-5
         )
+
+
+def test_a_cross_encoder_reads_the_pair_as_two_segments(tmp_path):
+    """A BERT-style reward model (no chat template, a separator token) gets the text pair."""
+    tok = AutoTokenizer.from_pretrained(base_encoder_dir())
+    config = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=1,
+    )
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "bert")
+    tok.save_pretrained(tmp_path / "bert")
+    model, loaded = load_reward_model(check_reward_model(tmp_path / "bert"), "bert")
+    with one_thread(), torch.inference_mode():
+        alone = [float(model(**tok(p, r, return_tensors="pt")).logits[0, 0]) for p, r in PAIRS]
+        assert rewards(model, loaded, PAIRS) == pytest.approx(alone, abs=1e-5)
 
 
 def test_helpfulness_is_the_calibrated_reward_and_the_rest_the_other_backends(reward_dir):
