@@ -12,7 +12,8 @@ Columns (any others are ignored):
   referral Ahimsa expects, the prompt's scope what Dharma forgives). A row without one takes the
   value the command names (``--tier``, ``--scope``), counted in the summary; with none named it
   is an error listing those rows. A tier or scope is never guessed.
-- ``category``: breakdowns and the deflection indicator; ``unknown`` where absent.
+- ``category``: breakdowns and the deflection indicator; ``unknown`` where absent (and read
+  back as such, so a results file is itself a file of answers to judge again).
 - ``source``: where the row came from; the file's name where absent.
 
 Every problem names the file, the row (its line, or its row number in a parquet file) and the
@@ -35,7 +36,7 @@ REQUIRED = ("prompt", "response")
 OPTIONAL = ("id", "tier", "scope", "category", "source")
 UNKNOWN_CATEGORY = "unknown"
 """The category of a row that names none."""
-CHOICES = {"tier": TIERS, "scope": SCOPES, "category": CATEGORIES}
+CHOICES = {"tier": TIERS, "scope": SCOPES, "category": (*CATEGORIES, UNKNOWN_CATEGORY)}
 
 
 @dataclass

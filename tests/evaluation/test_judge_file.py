@@ -78,6 +78,20 @@ def test_the_results_round_trip_through_the_results_schema(tmp_path, config, jud
     assert summary["truncation_rate"] is None and summary["means"]["helpfulness"] == 0.225
 
 
+def test_a_results_file_is_itself_answers_to_judge_again(tmp_path, config, judge):
+    """Another judge over an evaluation's (or a judged file's) answers: the same rows."""
+    first = judge_file(
+        config, answers(tmp_path / "a.jsonl", "x {}", tiers=False), tmp_path / "1", "a", "B", "S0"
+    )
+    again = judge_file(config, Evaluation(first).results, tmp_path / "2", "again")
+    columns = ["id", "prompt", "response", "tier", "scope", "category"]
+    pd.testing.assert_frame_equal(
+        read_results(Evaluation(first).results)[columns],
+        read_results(Evaluation(again).results)[columns],
+    )
+    assert Evaluation(again).record()["responses"]["assumed"] == {}
+
+
 def test_the_report_compares_two_judged_files(tmp_path, config, judge):
     short = run_judge(config, answers(tmp_path / "ours.jsonl", "ok {}"), "ours")
     long = run_judge(config, answers(tmp_path / "theirs.jsonl", "a much longer answer {}"), "x")
