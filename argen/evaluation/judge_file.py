@@ -22,7 +22,7 @@ from argen.config import Config
 from argen.data.curate import write_parquet
 from argen.errors import machine_faults
 from argen.evaluation.indicators import indicator_columns
-from argen.evaluation.responses import read_responses
+from argen.evaluation.responses import Responses, read_responses
 from argen.evaluation.results import results_frame
 from argen.evaluation.scoring import judge_frame, judge_items, score_line, score_summary
 from argen.hashing import file_sha256, json_sha256
@@ -72,19 +72,11 @@ def judge_file(
     seconds = time.perf_counter() - started
     check_failure_rate(judged, config.judge.max_failure_rate, f"{label} responses")
     results = results_frame(frame, judged)
-    assumed = {name: {"value": v, "rows": n} for name, (v, n) in read.assumed.items()}
     summary = {
-        "label": label,
-        "model_dir": None,
-        "scenarios": str(responses),
-        "n": len(results),
-        **score_summary(results),
-        "truncation_rate": None,
-        "mean_response_tokens": None,
-        "responses": {"file": str(responses), "cached": cached, "assumed": assumed},
+        **summarize(results, label, responses),
+        "responses": {"file": str(responses), "cached": cached, "assumed": _assumed(read)},
         "timings": {"judging_seconds": seconds},
         "settings": settings_record(config, responses, results, backend.name),
-        "code_version": code_version(),
     }
     with machine_faults(out_dir), atomic_dir(out_dir) as tmp:  # a full disk: argen: error
         write_parquet(results, tmp / Evaluation.RESULTS)
@@ -99,6 +91,25 @@ def judge_file(
     )
     log.info("results: %s", Evaluation(out_dir).results)
     return out_dir
+
+
+def summarize(results: pd.DataFrame, label: str, responses: Path) -> dict:
+    """The evaluation summary's fields that judged answers have: scores, no lengths."""
+    return {
+        "label": label,
+        "model_dir": None,
+        "scenarios": str(responses),
+        "n": len(results),
+        **score_summary(results),
+        "truncation_rate": None,
+        "mean_response_tokens": None,
+        "code_version": code_version(),
+    }
+
+
+def _assumed(read: Responses) -> dict:
+    """For tier and scope: the value rows without one took and how many took it."""
+    return {name: {"value": v, "rows": n} for name, (v, n) in read.assumed.items()}
 
 
 def settings_record(config: Config, responses: Path, results: pd.DataFrame, judge: str) -> dict:
