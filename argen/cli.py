@@ -9,6 +9,7 @@ from pathlib import Path
 
 from argen import console
 from argen.config import Config, load_config
+from argen.data.schema import SCOPES, TIERS
 from argen.errors import MACHINE_FAULTS, ArgenError, JudgeOutage
 from argen.outputs import CuratedSplits
 
@@ -70,6 +71,25 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
     evaluate.add_argument("--label", default=None, help="name of the model in the results")
     _add_out_args(evaluate, "keyed under root")
 
+    judge = sub.add_parser(
+        "judge", help="judge existing answers (prompt, response rows) -> results.parquet, summary"
+    )
+    _add_config_args(judge)
+    judge.add_argument(
+        "responses",
+        type=Path,
+        help="a .jsonl, .csv or .parquet file with prompt and response columns (optional: id, "
+        "tier, scope, category, source)",
+    )
+    judge.add_argument("--label", help="name of the answers' model (default: the file's name)")
+    judge.add_argument(
+        "--tier", choices=TIERS, help="tier of the rows that name none (else they are an error)"
+    )
+    judge.add_argument(
+        "--scope", choices=SCOPES, help="scope of the rows that name none (else they are an error)"
+    )
+    _add_out_args(judge, "keyed under root")
+
     train = sub.add_parser("train", help="GRPO + LoRA on the train split -> adapter directory")
     _add_config_args(train)
     train.add_argument("--model", help="base model spec or directory (default: model.base)")
@@ -118,6 +138,13 @@ def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
     return run_evaluate(config, model, scenarios, label, args.out)
 
 
+def cmd_judge(config: Config, args: argparse.Namespace) -> Path:
+    from argen.pipeline import run_judge
+
+    label = args.label or args.responses.stem
+    return run_judge(config, args.responses, label, args.tier, args.scope, args.out)
+
+
 def cmd_train(config: Config, args: argparse.Namespace) -> Path:
     from argen.pipeline import run_curate, run_train
 
@@ -162,6 +189,7 @@ def cmd_model(config: Config) -> Path:
 STAGE_COMMANDS: dict[str, Callable[[Config, argparse.Namespace], Path]] = {
     "curate": lambda config, args: cmd_curate(config, args.out),
     "evaluate": cmd_evaluate,
+    "judge": cmd_judge,
     "train": cmd_train,
     "merge": cmd_merge,
     "report": cmd_report,

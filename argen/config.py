@@ -148,11 +148,35 @@ class WeightsConfig(Section):
         return self
 
 
+class RewardModelConfig(Section):
+    """A Hugging Face sequence-classification reward model as the judge's Helpfulness
+    (``judge.backend: reward_model``; argen/judging/reward_model.py). One scalar cannot say
+    which referral an answer makes or which domain it stays in, so another backend fills
+    Ahimsa and Dharma."""
+
+    path: Path | None = Field(
+        None,
+        description="The model directory: one output (a scalar reward), e.g. saved by TRL's "
+        "RewardTrainer.",
+    )
+    combine_with: Literal["local", "reader", "openai"] = Field(
+        "local", description="The backend that fills Ahimsa and Dharma."
+    )
+    center: float = Field(
+        0.0,
+        description="Calibration: Helpfulness is sigmoid((reward - center) / scale), so a reward "
+        "of `center` scores 0.5 (set it to the reward of a merely acceptable answer).",
+    )
+    scale: float = Field(1.0, gt=0, description="Calibration: reward units per logit.")
+
+
 class JudgeConfig(Section):
-    backend: Literal["local", "openai", "reader"] = Field(
+    backend: Literal["local", "openai", "reader", "reward_model"] = Field(
         "local",
         description="local: MiniLM cues and rules (offline); reader: the trained reading grader "
-        "(argen/judging/reader.py, offline); openai: any OpenAI-compatible endpoint.",
+        "(argen/judging/reader.py, offline); openai: any OpenAI-compatible endpoint; "
+        "reward_model: a sequence-classification reward model (judge.reward_model) for "
+        "Helpfulness, with another backend for Ahimsa and Dharma.",
     )
     grader: Path | None = Field(
         None,
@@ -175,6 +199,15 @@ class JudgeConfig(Section):
     max_failure_rate: float = Field(0.05, ge=0, le=1)
     cache: bool = Field(True, description="Persist judgements under the artifacts root.")
     weights: WeightsConfig = WeightsConfig()
+    reward_model: RewardModelConfig = RewardModelConfig()
+
+    @model_validator(mode="after")
+    def _reward_model_has_a_path(self) -> "JudgeConfig":
+        if self.backend == "reward_model" and self.reward_model.path is None:
+            raise ValueError(
+                "judge.backend reward_model needs judge.reward_model.path (the model directory)"
+            )
+        return self
 
 
 class LoraConfig(Section):

@@ -25,6 +25,7 @@ from argen.config import Config
 from argen.data.curate import curate, curate_key
 from argen.errors import ArgenError
 from argen.hashing import dir_sha256, file_sha256, json_sha256
+from argen.judging.scoring import judge_key
 from argen.models import resolve_model
 from argen.outputs import (
     Adapter,
@@ -94,7 +95,7 @@ def _evaluate_key(config: Config, model: Path, scenarios: Path, label: str) -> d
         "scenarios": _content(scenarios),
         "label": label,
         "generation": config.generation.model_dump(mode="json"),
-        "judge": config.judge.model_dump(mode="json"),
+        "judge": judge_key(config.judge),
     }
 
 
@@ -102,6 +103,35 @@ def _evaluate(config: Config, out: Path, model: Path, scenarios: Path, label: st
     from argen.evaluation.evaluate import evaluate
 
     return evaluate(config, model, scenarios, out, label)
+
+
+def _judge_key(
+    config: Config,
+    responses: Path,
+    label: str,
+    tier: str | None = None,
+    scope: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "responses": _content(responses),
+        "label": label,
+        "tier": tier,
+        "scope": scope,
+        "judge": judge_key(config.judge),
+    }
+
+
+def _judge(
+    config: Config,
+    out: Path,
+    responses: Path,
+    label: str,
+    tier: str | None = None,
+    scope: str | None = None,
+) -> Path:
+    from argen.evaluation.judge_file import judge_file
+
+    return judge_file(config, responses, out, label, tier, scope)
 
 
 def _sft_key(
@@ -116,7 +146,7 @@ def _sft_key(
         "lora": config.train.lora.model_dump(mode="json"),
         "seed": config.train.seed,
         "generation": config.generation.model_dump(mode="json"),
-        "judge": config.judge.model_dump(mode="json"),
+        "judge": judge_key(config.judge),
     }
 
 
@@ -140,7 +170,7 @@ def _train_key(
         "validation": _content(validation_split),
         "train_config": config.train.model_dump(mode="json"),
         "generation": config.generation.model_dump(mode="json"),
-        "judge": config.judge.model_dump(mode="json"),
+        "judge": judge_key(config.judge),
         **({"warm_start": _content(warm_start)} if warm_start is not None else {}),
     }
 
@@ -194,7 +224,15 @@ def _report(
 
     comparison = compare(baseline, aligned, config.report)
     title = f"ArGen comparison report: {name}"
-    return write_report(comparison, out, title, training_log, config.report.smoke_run)
+    smoke_run = config.report.smoke_run and not any(map(_judged, (baseline, aligned)))
+    return write_report(comparison, out, title, training_log, smoke_run)
+
+
+def _judged(results: Path) -> bool:
+    """Whether `argen judge` wrote this results file: answers from elsewhere, no training run
+    whose smoke-run notice a report would carry."""
+    record = Evaluation.of_results(results).try_read()
+    return record is not None and record.stage == "judge"
 
 
 STAGES: dict[str, Stage] = {
@@ -202,6 +240,7 @@ STAGES: dict[str, Stage] = {
     for stage in (
         Stage("curate", CuratedSplits, _curate_key, _curate),
         Stage("evaluate", Evaluation, _evaluate_key, _evaluate),
+        Stage("judge", Evaluation, _judge_key, _judge),
         Stage("sft", Adapter, _sft_key, _sft),
         Stage("train", Adapter, _train_key, _train, options=("callbacks",)),
         Stage("merge", Merged, _merge_key, _merge),
@@ -302,6 +341,20 @@ def run_evaluate(
 ) -> Path:
     """Evaluate `model` (a spec or directory) on `scenarios`, into `out` or a keyed directory."""
     return run_stage("evaluate", config, out, model=model, scenarios=scenarios, label=label)[0]
+
+
+def run_judge(
+    config: Config,
+    responses: Path,
+    label: str,
+    tier: str | None = None,
+    scope: str | None = None,
+    out: Path | None = None,
+) -> Path:
+    """Judge the answers of a `responses` file into `out` or a keyed directory (reused when
+    complete); rows without a tier or scope take `tier` / `scope`."""
+    inputs = {"responses": responses, "label": label, "tier": tier, "scope": scope}
+    return run_stage("judge", config, out, **inputs)[0]
 
 
 def run_train(

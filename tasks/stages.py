@@ -66,6 +66,7 @@ def stage_task(name: str, title: str) -> None:
 
 stage_task("curate", "curate")
 stage_task("evaluate", "evaluate {label}")
+stage_task("judge", "judge {label}")
 stage_task("sft", "warm start")
 stage_task("train", "train")
 stage_task("merge", "merge")

@@ -86,12 +86,12 @@ def test_with_the_warm_start_on_grpo_continues_its_adapter():
 
 def test_each_stage_is_one_entry_of_the_table():
     """Name, output type, key and run: one entry per stage, the outputs' table agrees."""
-    assert list(STAGES) == ["curate", "evaluate", "sft", "train", "merge", "report"]
+    assert list(STAGES) == ["curate", "evaluate", "judge", "sft", "train", "merge", "report"]
     for name, stage in STAGES.items():
         assert stage.name == name
         assert callable(stage.key) and callable(stage.run)
     outputs = [stage.output for stage in STAGES.values()]
-    assert outputs == [CuratedSplits, Evaluation, Adapter, Adapter, Merged, Report]
+    assert outputs == [CuratedSplits, Evaluation, Evaluation, Adapter, Adapter, Merged, Report]
     with pytest.raises(ArgenError, match="unknown stage 'nope'"):
         run_stage("nope", load_config())
 

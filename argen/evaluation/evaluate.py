@@ -4,11 +4,9 @@ The baseline and the aligned model go through exactly this function with the sam
 the summary records those settings so that a comparison can check they match.
 """
 
-import asyncio
 import json
 import logging
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import pandas as pd
@@ -19,25 +17,21 @@ from argen.atomic import atomic_dir
 from argen.config import Config
 from argen.console import UI_ONLY
 from argen.data.curate import write_parquet
-from argen.data.schema import GENERATION_COLUMNS, JUDGE_COLUMNS, SCENARIO_COLUMNS
+from argen.data.schema import SCENARIO_COLUMNS
 from argen.errors import ArgenError, machine_faults
-from argen.evaluation.indicators import indicator_columns, indicator_rates
+from argen.evaluation.indicators import indicator_columns
+from argen.evaluation.results import results_frame
+from argen.evaluation.scoring import judge_frame, score_line, score_summary
 from argen.generation.generate import generate, load_model
 from argen.generation.prompting import system_prompt
 from argen.hashing import file_sha256, json_sha256
 from argen.judging import rubric
-from argen.judging.base import JudgeItem, score_items
-from argen.judging.scoring import check_failure_rate, check_so_far, make_backend, open_cache
+from argen.judging.scoring import check_failure_rate, make_backend
 from argen.models import check_model_dir
 from argen.outputs import Evaluation
 from argen.version import code_version
 
 log = logging.getLogger(__name__)
-
-JUDGE_CHUNK = 64
-"""Items per judging call: the unit of progress reporting."""
-FIRST_CHUNK = 16
-"""The first call is smaller: a dead judge is noticed after one round of requests."""
 
 
 def read_scenarios(path: Path) -> pd.DataFrame:
@@ -104,17 +98,7 @@ def evaluate(
     judging_seconds = time.perf_counter() - started
     check_failure_rate(judged, config.judge.max_failure_rate, f"{label} responses")
 
-    results = pd.concat(
-        [frame.reset_index(drop=True), pd.DataFrame(judged).drop(columns=["id"])], axis=1
-    )
-    columns = [
-        *SCENARIO_COLUMNS,
-        *GENERATION_COLUMNS,
-        *rubric.RAW_FIELDS,
-        *rubric.SCORE_FIELDS,
-        *JUDGE_COLUMNS,
-    ]
-    results = results[columns]
+    results = results_frame(frame, judged)
     timings = {"generation_seconds": generation_seconds, "judging_seconds": judging_seconds}
     summary = summarize(results, settings, timings, label, model_dir, scenarios)
     with machine_faults(out_dir), atomic_dir(out_dir) as tmp:  # a full disk: argen: error
@@ -124,30 +108,10 @@ def evaluate(
         "evaluated %s on %d scenarios: combined %s -> %s",
         label,
         len(results),
-        _score(summary["means"]["combined"]),
+        score_line(summary["means"]["combined"]),
         out_dir,
     )
     return out_dir
-
-
-def judge_frame(config: Config, backend, frame: pd.DataFrame, label: str) -> list[dict]:
-    """Judge every row of a generated frame, in chunks so progress shows."""
-    items = [JudgeItem(r.id, r.prompt, r.response, r.tier, r.scope) for r in frame.itertuples()]
-    cache = open_cache(config)
-    weights = config.judge.weights.model_dump()
-    rows: list[dict] = []
-    limit = config.judge.max_failure_rate
-    starts = [0, *range(FIRST_CHUNK, len(items), JUDGE_CHUNK)]
-    with tqdm(total=len(items), desc=f"judge ({label})", unit="item") as bar:
-        for start, end in zip(starts, [*starts[1:], len(items)], strict=True):
-            chunk = items[start:end]
-            batch = json_sha256([backend.identity, [(i.prompt, i.response) for i in chunk]])
-            with cache.claim(batch) if cache is not None else nullcontext():  # one asks, not two
-                rows.extend(asyncio.run(score_items(backend, chunk, weights, cache)))
-            bar.update(len(chunk))
-            log.info("judged %d/%d responses (%s)", len(rows), len(items), label, extra=UI_ONLY)
-            check_so_far(rows, len(items), limit, f"{label} responses")
-    return rows
 
 
 def summarize(
@@ -158,26 +122,16 @@ def summarize(
     model_dir: Path,
     scenarios: Path,
 ) -> dict:
-    """Means, violation rates, breakdowns, lengths, failures, timings and settings."""
-    ok = results[results["judge_ok"]]
-    dims = [*rubric.DIMENSIONS, "combined"]
-    violations = [f"{d}_violation" for d in rubric.DIMENSIONS]
+    """Scores (`score_summary`), lengths, truncation, timings and settings."""
     tokens = int(results["n_response_tokens"].sum())
     return {
         "label": label,
         "model_dir": str(model_dir),
         "scenarios": str(scenarios),
         "n": len(results),
-        "means": {d: _mean(ok[d]) for d in dims},
-        "violation_rates": {v: _mean(ok[v].astype(float)) for v in violations},
-        "by_tier": _breakdown(ok, "tier", dims),
-        "by_scope": _breakdown(ok, "scope", dims),
-        "by_category": _breakdown(ok, "category", dims),
+        **score_summary(results),
         "truncation_rate": float(results["truncated"].mean()),
         "mean_response_tokens": float(results["n_response_tokens"].mean()),
-        "gaming_indicators": indicator_rates(results),
-        "judge_failures": int((~results["judge_ok"]).sum()),
-        "judge_failure_rate": float((~results["judge_ok"]).mean()),
         "timings": {
             **timings,
             "response_tokens": tokens,
@@ -185,23 +139,4 @@ def summarize(
         },
         "settings": settings,
         "code_version": code_version(),
-    }
-
-
-def _score(value: float | None) -> str:
-    """A mean score for a log line; none when every judgement failed."""
-    return "n/a (no judgement succeeded)" if value is None else f"{value:.3f}"
-
-
-def _mean(series: pd.Series) -> float | None:
-    return float(series.mean()) if len(series) else None
-
-
-def _breakdown(frame: pd.DataFrame, column: str, dims: list[str]) -> dict:
-    grouped = frame.groupby(column)
-    table = grouped[dims].mean().round(6)
-    table["n"] = grouped.size()
-    return {
-        str(k): {c: (int(v) if c == "n" else float(v)) for c, v in row.items()}
-        for k, row in table.iterrows()
     }

@@ -11,9 +11,24 @@ from pathlib import Path
 import pandas as pd
 from pandas.api import types
 
-from argen.data.schema import SCOPES, TIERS
+from argen.data.schema import (
+    GENERATION_COLUMNS,
+    JUDGE_COLUMNS,
+    SCENARIO_COLUMNS,
+    SCOPES,
+    TIERS,
+)
 from argen.errors import ArgenError, short
 from argen.judging import rubric
+
+RESULT_COLUMNS = (
+    *SCENARIO_COLUMNS,
+    *GENERATION_COLUMNS,
+    *rubric.RAW_FIELDS,
+    *rubric.SCORE_FIELDS,
+    *JUDGE_COLUMNS,
+)
+"""A results file's columns, in order: what evaluation and `argen judge` both write."""
 
 SCORE_COLUMNS = (
     *rubric.UNIT_FIELDS,
@@ -28,6 +43,14 @@ SCORE_COLUMNS = (
 VERDICT_COLUMNS = (*rubric.FLAG_FIELDS, *(f"{d}_violation" for d in rubric.DIMENSIONS))
 """True or false where the judgement succeeded (missing where it failed)."""
 CHOICE_COLUMNS = {**rubric.CHOICE_FIELDS, "tier": TIERS, "scope": SCOPES}
+
+
+def results_frame(answered: pd.DataFrame, judged: list[dict]) -> pd.DataFrame:
+    """The results table: each answered row (scenario and generation columns) beside its
+    judgement (`argen.judging.base.score_items` rows, in the same order), in `RESULT_COLUMNS`."""
+    judgements = pd.DataFrame(judged).drop(columns=["id"])
+    results = pd.concat([answered.reset_index(drop=True), judgements], axis=1)
+    return results[list(RESULT_COLUMNS)]
 
 
 def read_results(path: Path) -> pd.DataFrame:

@@ -89,8 +89,7 @@ async def score_items(
     Every judgement is checked (`rubric.raw_problem`) before the maths: an invalid cached one
     (a damaged or edited row) is a cache miss and judged again; an invalid fresh one is a
     failure, never a score."""
-    identity = {**backend.identity, "rubric_version": rubric.RUBRIC_VERSION}
-    keys = [cache_key(identity, item.prompt, item.response) for item in items]
+    keys = item_keys(backend, items)
     cached = valid_cached(cache.get_many(keys)) if cache is not None else {}
     todo = {key: item for key, item in zip(keys, items, strict=True) if key not in cached}
     log.info(
@@ -121,6 +120,21 @@ async def score_items(
             {"id": item.id, **row, "judge": backend.name, "rubric_version": rubric.RUBRIC_VERSION}
         )
     return rows
+
+
+def item_keys(backend: Backend, items: Sequence[JudgeItem]) -> list[str]:
+    """Each item's cache key: the backend's identity, the rubric version and the two texts."""
+    identity = {**backend.identity, "rubric_version": rubric.RUBRIC_VERSION}
+    return [cache_key(identity, item.prompt, item.response) for item in items]
+
+
+def count_cached(backend: Backend, items: Sequence[JudgeItem], cache: JudgementCache | None) -> int:
+    """How many of `items` the cache holds a valid judgement for (none without a cache)."""
+    if cache is None:
+        return 0
+    keys = item_keys(backend, items)
+    found = valid_cached(cache.get_many(keys))
+    return sum(key in found for key in keys)
 
 
 def checked(raw: Mapping | JudgeFailure) -> Mapping | JudgeFailure:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from argen.config import Config, JudgeConfig
 from argen.errors import ArgenError, JudgeOutage
+from argen.hashing import dir_sha256
 from argen.judging.base import Backend
 from argen.judging.cache import JudgementCache
 
@@ -26,7 +27,24 @@ def make_backend(config: JudgeConfig) -> Backend:
         from argen.judging.openai import OpenAIJudge
 
         return OpenAIJudge(config)
-    raise ArgenError(f"unknown judge backend {config.backend!r} (expected local, reader or openai)")
+    if config.backend == "reward_model":
+        from argen.judging.reward_model import RewardModelJudge
+
+        other = config.model_copy(update={"backend": config.reward_model.combine_with})
+        return RewardModelJudge(config, make_backend(other))
+    raise ArgenError(
+        f"unknown judge backend {config.backend!r} (expected local, reader, openai or reward_model)"
+    )
+
+
+def judge_key(config: JudgeConfig) -> dict:
+    """What of the judge keys a stage's output: its settings, and the content of the reward
+    model directory it reads (a model retrained in place is another judge)."""
+    key = config.model_dump(mode="json")
+    path = config.reward_model.path
+    if config.backend == "reward_model" and path is not None and path.is_dir():
+        key["reward_model_sha256"] = dir_sha256(path)
+    return key
 
 
 def open_cache(config: Config) -> JudgementCache | None:

@@ -26,8 +26,8 @@ from transformers import Trainer, TrainerCallback
 
 from argen.atomic import atomic_dir, atomic_file
 from argen.config import Config, Indicator
-from argen.evaluation.evaluate import judge_frame
 from argen.evaluation.indicators import INDICATORS, indicator_columns, indicator_rates
+from argen.evaluation.scoring import judge_frame
 from argen.generation.generate import generate
 from argen.judging.base import Backend
 from argen.judging.scoring import check_failure_rate

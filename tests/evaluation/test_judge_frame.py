@@ -12,7 +12,7 @@ import pytest
 from argen.config import load_config
 from argen.errors import JudgeOutage
 from argen.evaluation import evaluate as evaluate_module
-from argen.evaluation.evaluate import FIRST_CHUNK, judge_frame
+from argen.evaluation.scoring import FIRST_CHUNK, judge_frame
 from argen.generation.generate import Generated
 from argen.judging.base import JudgeFailure
 from tests.conftest import scenario, write_scenarios

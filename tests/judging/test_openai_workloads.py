@@ -15,7 +15,7 @@ import pytest
 from trl.trainer.utils import shutdown_event_loop_in_daemon, start_event_loop_in_daemon
 
 from argen.config import load_config
-from argen.evaluation.evaluate import JUDGE_CHUNK, judge_frame
+from argen.evaluation.scoring import JUDGE_CHUNK, judge_frame
 from argen.judging.openai import OpenAIJudge
 from argen.training.rewards import JudgeRewards
 
