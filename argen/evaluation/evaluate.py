@@ -55,7 +55,10 @@ def read_scenarios(path: Path) -> pd.DataFrame:
     if missing:
         raise ArgenError(f"scenarios file {path} lacks column(s) {', '.join(missing)}")
     if frame.empty:
-        raise ArgenError(f"scenarios file {path} has no rows")
+        raise ArgenError(
+            f"scenarios file {path} has no rows (curated prompts whose labels were proposed stay "
+            "out of the test split until reviewed: see the curation's review.csv)"
+        )
     return frame[list(SCENARIO_COLUMNS)]
 
 
