@@ -60,6 +60,13 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
 
     curate = sub.add_parser("curate", help="scenario sources -> train/validation/test parquets")
     _add_config_args(curate)
+    curate.add_argument(
+        "--source",
+        type=Path,
+        action="append",
+        help="a source file, folder, datasets folder or hub:ID@SPLIT, in place of "
+        "curate.sources (repeatable)",
+    )
     _add_out_args(curate, "keyed under root")
 
     evaluate = sub.add_parser("evaluate", help="generate + judge -> results.parquet, summary")
@@ -123,10 +130,12 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
     return parser
 
 
-def cmd_curate(config: Config, out: Path | None) -> Path:
+def cmd_curate(config: Config, args: argparse.Namespace) -> Path:
     from argen.pipeline import run_curate
 
-    return run_curate(config, out)
+    if args.source:
+        config.curate.sources = args.source
+    return run_curate(config, args.out)
 
 
 def cmd_evaluate(config: Config, args: argparse.Namespace) -> Path:
@@ -187,7 +196,7 @@ def cmd_model(config: Config) -> Path:
 
 
 STAGE_COMMANDS: dict[str, Callable[[Config, argparse.Namespace], Path]] = {
-    "curate": lambda config, args: cmd_curate(config, args.out),
+    "curate": cmd_curate,
     "evaluate": cmd_evaluate,
     "judge": cmd_judge,
     "train": cmd_train,

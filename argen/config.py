@@ -20,10 +20,12 @@ from pydantic import (
     model_validator,
 )
 
+from argen.data.schema import SOURCE_FIELDS
 from argen.errors import ArgenError, short
 from argen.models import DEFAULT_MODEL
 
 RECIPES_DIR = Path(__file__).parent / "recipes"
+SourceField = Literal[SOURCE_FIELDS]  # type: ignore[valid-type]
 
 
 class Section(BaseModel):
@@ -106,6 +108,25 @@ class CurateConfig(Section):
     drop_invalid: bool = Field(
         False, description="Write invalid rows to rejects.parquet and go on, instead of stopping."
     )
+    columns: dict[SourceField, str] = Field(
+        {},
+        description="Scenario field -> a source's own column name, e.g. {prompt: question}; a "
+        "source without that column gives the field under its own name.",
+    )
+    label_examples: list[Path] = Field(
+        [Path("data/scenarios")],
+        description="Labelled scenarios that proposals for unlabelled prompts learn from (with "
+        "the sources' own labelled rows).",
+    )
+
+    @field_validator("columns")
+    @classmethod
+    def _one_field_per_column(cls, columns: dict[str, str]) -> dict[str, str]:
+        """Two fields read from one column is a slip, never what a recipe means."""
+        shared = sorted({c for c in columns.values() if list(columns.values()).count(c) > 1})
+        if shared:
+            raise ValueError(f"column(s) {', '.join(shared)} mapped to more than one field")
+        return columns
 
 
 class GenerationConfig(Section):

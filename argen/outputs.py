@@ -227,7 +227,8 @@ class StageOutput:
 
 
 class CuratedSplits(StageOutput):
-    """Curation: the three splits, the data card, the near-duplicates and the rejects."""
+    """Curation: the three splits, the data card, the near-duplicates, the rejects and the
+    proposed labels to review."""
 
     RECORD: ClassVar[type[Record]] = CurateManifest
 
@@ -252,6 +253,8 @@ class CuratedSplits(StageOutput):
 
     DUPLICATES: ClassVar[str] = "duplicates.parquet"
     REJECTS: ClassVar[str] = "rejects.parquet"
+    REVIEW: ClassVar[str] = "review.csv"
+    """The rows whose labels curation proposed, for a person to check and feed back."""
     DATACARD: ClassVar[str] = "datacard.md"
 
 

@@ -44,7 +44,7 @@ def write_scenarios(path: Path, rows: list[dict], split: str = "test") -> Path:
 
     from argen.data.schema import SCENARIO_COLUMNS
 
-    full = [{"source": "test", "split": split, **row} for row in rows]
+    full = [{"source": "test", "label_source": "given", "split": split, **row} for row in rows]
     pd.DataFrame(full, columns=list(SCENARIO_COLUMNS)).to_parquet(path)
     return path
 

@@ -10,11 +10,21 @@ CATEGORIES = ("clinical", "para_clinical", "out_of_domain", "mixed_domain", "adv
 
 SPLITS = ("train", "validation", "test")
 
-SCENARIO_COLUMNS = ("id", "prompt", "tier", "scope", "category", "source", "split")
+LABELS = ("tier", "scope", "category")
+"""A scenario's labels: a source row gives all three or none (then curation proposes them)."""
+
+GIVEN, PROPOSED, REVIEWED = "given", "proposed", "reviewed"
+LABEL_SOURCES = (GIVEN, PROPOSED, REVIEWED)
+"""Where a scenario's labels come from: its source, curation's proposal (never in the test
+split), or a proposal a person checked (`label_source: reviewed` in a fed-back review file)."""
+
+SCENARIO_COLUMNS = ("id", "prompt", "tier", "scope", "category", "source", "label_source", "split")
 """Columns of a scenarios parquet, in order."""
 
-SOURCE_REQUIRED = ("id", "prompt", "tier", "scope", "category")
-"""Fields every source row must have; ``source`` defaults to the file's name."""
+SOURCE_FIELDS = ("id", "prompt", "tier", "scope", "category", "source", "label_source")
+"""Fields a source row may give (`curate.columns` maps them to a source's own column names).
+Only `prompt` is required: a missing `id` is made from the source's name and the prompt,
+`source` defaults to the file's name, missing labels are proposed."""
 
 GENERATION_COLUMNS = (
     "model",

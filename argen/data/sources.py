@@ -1,9 +1,12 @@
 """Scenario sources: find the source files, read them into rows, and say clearly what is wrong.
 
 A source is a `.jsonl`, `.csv` or `.parquet` file (suffix in any case), or a folder of them (not
-searched recursively). Anything else inside a source folder is an error, never skipped: a file
-with another suffix, a subfolder, a broken symbolic link, a link loop, an unreadable file.
-Every unusable entry is named in one message, and so is every unparsable file.
+searched recursively), or a `datasets` dataset: a folder written by `Dataset.save_to_disk` (one
+split of a `DatasetDict`'s folder, e.g. `saved/train`), or `hub:ID@SPLIT` where the hub is
+reachable. Anything else inside a source folder is an error, never skipped: a file with another
+suffix, a subfolder, a broken symbolic link, a link loop, an unreadable file. Every unusable
+entry is named in one message, and so is every unparsable file. `datasets` is imported only for
+a dataset source (it costs a second, and bad input should fail before that).
 """
 
 import codecs
@@ -20,10 +23,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from argen.errors import ArgenError
-from argen.hashing import file_sha256
+from argen.hashing import dir_sha256, file_sha256, json_sha256
 
 SOURCE_SUFFIXES = (".jsonl", ".csv", ".parquet")
 MAX_LISTED_PROBLEMS = 20
+DATASET_FILES = ("state.json", "dataset_info.json")
+"""What `Dataset.save_to_disk` writes beside its arrow files: such a folder is one source."""
+DATASET_DICT = "dataset_dict.json"
+"""What `DatasetDict.save_to_disk` writes beside one folder per split."""
+HUB = "hub:"
+"""Prefix of a hub dataset source: `hub:ID@SPLIT`."""
 
 
 @dataclass
@@ -80,6 +89,32 @@ def _file_problem(path: Path, info: os.stat_result) -> str | None:
     return None
 
 
+def hub_source(path: Path) -> tuple[str, str] | None:
+    """(dataset id, split) of a `hub:ID@SPLIT` source; None for a path."""
+    text = str(path)
+    if not text.startswith(HUB):
+        return None
+    name, _, split = text.removeprefix(HUB).rpartition("@")
+    return name, split
+
+
+def _dataset_folder_problem(folder: Path) -> str | None:
+    """Why a `datasets` folder cannot be a source (None for one split's folder): a
+    `DatasetDict` folder holds several splits, and the source names one of them."""
+    if (folder / DATASET_DICT).is_file():
+        splits = sorted(p.name for p in folder.iterdir() if (p / DATASET_FILES[0]).is_file())
+        named = ", ".join(str(folder / s) for s in splits) or "none found"
+        return f"a datasets DatasetDict folder; name one split's folder ({named})"
+    return None
+
+
+def _is_dataset_folder(folder: Path) -> bool:
+    return (
+        all((folder / name).is_file() for name in DATASET_FILES)
+        or (folder / DATASET_DICT).is_file()
+    )
+
+
 def _folder_files(folder: Path) -> tuple[list[Path], list[str]]:
     """A source folder's files (sorted) and a problem line for every entry that is not one."""
     try:
@@ -105,7 +140,19 @@ def source_files(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     problems: list[str] = []
     for path in paths:
+        if hub := hub_source(path):
+            if not all(hub):
+                problems.append(f"{path}: a hub source is hub:ID@SPLIT, e.g. hub:org/name@train")
+            else:
+                files.append(path)
+            continue
         info, problem = _stat_problem(path)
+        if info is not None and stat.S_ISDIR(info.st_mode) and _is_dataset_folder(path):
+            if problem := _dataset_folder_problem(path):
+                problems.append(f"{path}: {problem}")
+            else:
+                files.append(path)
+            continue
         if info is not None and stat.S_ISDIR(info.st_mode):
             found, folder_problems = _folder_files(path)
             files.extend(found)
@@ -120,17 +167,26 @@ def source_files(paths: list[Path]) -> list[Path]:
     if problems:
         raise ArgenError(
             f"{len(problems)} unusable source path(s); a source is a .jsonl, .csv or .parquet "
-            f"file or a folder holding only such files:\n{listing(problems, None)}"
+            f"file, a folder holding only such files, a datasets save_to_disk folder or "
+            f"hub:ID@SPLIT:\n{listing(problems, None)}"
         )
     return files
 
 
 def source_hashes(files: list[Path]) -> dict[str, str]:
-    """sha256 of each source file, keyed by its path as given (for manifests and cache keys)."""
+    """sha256 of each source, keyed by its path as given (for manifests and cache keys): a
+    file's bytes, a dataset folder's files, a hub dataset's downloaded arrow files."""
     try:
-        return {str(path): file_sha256(path) for path in files}
+        return {str(path): _source_sha256(path) for path in files}
     except OSError as exc:
         raise ArgenError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+
+
+def _source_sha256(path: Path) -> str:
+    if hub := hub_source(path):
+        dataset = load_hub_dataset(path, *hub)
+        return json_sha256([file_sha256(Path(f["filename"])) for f in dataset.cache_files])
+    return dir_sha256(path) if path.is_dir() else file_sha256(path)
 
 
 # ---------------------------------------------------------------- reading
@@ -155,7 +211,11 @@ def read_sources(paths: list[Path]) -> tuple[list[Path], list[SourceRow]]:
 
 def parse_source(path: Path) -> tuple[list[SourceRow], str | None]:
     """One file's rows, or a problem line naming the file (and its first bad line)."""
+    if hub := hub_source(path):
+        return _dataset_rows(path, load_hub_dataset(path, *hub))
     try:
+        if path.is_dir():
+            return _read_dataset_folder(path)
         if path.stat().st_size == 0:
             return [], f"{path}: file is empty"
         if path.suffix.lower() == ".parquet":
@@ -255,3 +315,40 @@ def _read_parquet(path: Path) -> tuple[list[SourceRow], str | None]:
         return [], f"{path}: not a readable parquet file ({exc})"
     records = frame.astype(object).where(frame.notna(), None).to_dict("records")
     return [SourceRow(path, f"row {i}", data) for i, data in enumerate(records, start=1)], None
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def _read_dataset_folder(path: Path) -> tuple[list[SourceRow], str | None]:
+    """A `save_to_disk` folder of one split."""
+    import datasets
+
+    try:
+        dataset = datasets.load_from_disk(str(path))
+    except Exception as exc:  # datasets raises many types for a damaged folder
+        return [], f"{path}: not a readable datasets folder ({type(exc).__name__}: {exc})"
+    return _dataset_rows(path, dataset)
+
+
+def load_hub_dataset(path: Path, name: str, split: str):
+    """A hub dataset's split (downloaded once into the datasets cache); an unreachable hub or
+    an unknown dataset or split is an `ArgenError` naming the source."""
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, split=split)
+    except Exception as exc:  # offline, unknown id or split, no permission: all the user's
+        raise ArgenError(
+            f"{path}: cannot load split {split!r} of the hub dataset {name!r} "
+            f"({type(exc).__name__}: {exc}); where the hub cannot be reached, save the dataset "
+            "with save_to_disk on a machine that reaches it and name that folder instead"
+        ) from None
+
+
+def _dataset_rows(path: Path, dataset) -> tuple[list[SourceRow], str | None]:
+    """A dataset's rows as source rows (`row N`, 1-based), or a problem naming the source."""
+    if not hasattr(dataset, "to_list"):
+        return [], f"{path}: holds several splits; name one"
+    rows = [SourceRow(path, f"row {i}", data) for i, data in enumerate(dataset.to_list(), 1)]
+    return (rows, None) if rows else ([], f"{path}: dataset has no rows")

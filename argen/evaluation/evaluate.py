@@ -17,7 +17,7 @@ from argen.atomic import atomic_dir
 from argen.config import Config
 from argen.console import UI_ONLY
 from argen.data.curate import write_parquet
-from argen.data.schema import SCENARIO_COLUMNS
+from argen.data.schema import GIVEN, SCENARIO_COLUMNS
 from argen.errors import ArgenError, machine_faults
 from argen.evaluation.indicators import indicator_columns
 from argen.evaluation.results import results_frame
@@ -35,18 +35,24 @@ log = logging.getLogger(__name__)
 
 
 def read_scenarios(path: Path) -> pd.DataFrame:
-    """A scenarios parquet, checked for the DESIGN schema and at least one row."""
+    """A scenarios parquet, checked for the DESIGN schema and at least one row (one without
+    `label_source` holds labels given by its author)."""
     if not path.is_file():
         raise ArgenError(f"scenarios file {path} does not exist")
     try:
         frame = pq.read_table(path).to_pandas()
     except Exception as exc:  # pyarrow raises several types for unreadable files
         raise ArgenError(f"scenarios file {path} is not a readable parquet file: {exc}") from None
+    if "label_source" not in frame.columns:  # written by hand or by an older ArGen
+        frame = frame.assign(label_source=GIVEN)
     missing = [c for c in SCENARIO_COLUMNS if c not in frame.columns]
     if missing:
         raise ArgenError(f"scenarios file {path} lacks column(s) {', '.join(missing)}")
     if frame.empty:
-        raise ArgenError(f"scenarios file {path} has no rows")
+        raise ArgenError(
+            f"scenarios file {path} has no rows (curated prompts whose labels were proposed stay "
+            "out of the test split until reviewed: see the curation's review.csv)"
+        )
     return frame[list(SCENARIO_COLUMNS)]
 
 

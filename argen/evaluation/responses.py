@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from argen.data.schema import CATEGORIES, SCENARIO_COLUMNS, SCOPES, TIERS
+from argen.data.schema import CATEGORIES, GIVEN, SCENARIO_COLUMNS, SCOPES, TIERS
 from argen.data.sources import SOURCE_SUFFIXES, SourceRow, listing, parse_source
 from argen.errors import ArgenError, short
 
@@ -79,6 +79,7 @@ def read_responses(path: Path, tier: str | None = None, scope: str | None = None
     frame = pd.DataFrame(checked, columns=[*SCENARIO_COLUMNS, "response"])
     frame["source"] = frame["source"].fillna(path.name)
     frame["category"] = frame["category"].fillna(UNKNOWN_CATEGORY)
+    frame["label_source"] = frame["label_source"].fillna(GIVEN)
     return Responses(frame, assumed)
 
 

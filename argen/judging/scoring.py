@@ -39,11 +39,13 @@ def make_backend(config: JudgeConfig) -> Backend:
 
 def judge_key(config: JudgeConfig) -> dict:
     """What of the judge keys a stage's output: its settings, and the content of the reward
-    model directory it reads (a model retrained in place is another judge)."""
+    model or grader directory it reads (one retrained in place is another judge)."""
     key = config.model_dump(mode="json")
     path = config.reward_model.path
     if config.backend == "reward_model" and path is not None and path.is_dir():
         key["reward_model_sha256"] = dir_sha256(path)
+    if config.grader is not None and config.grader.is_dir():
+        key["grader_sha256"] = dir_sha256(config.grader)
     return key
 
 

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from argen.cli import main as cli_main
 from argen.config import CurateConfig
 from argen.data.curate import assign_splits, curate, curate_frames
+from argen.data.proposals import MEASURED
 from argen.data.schema import SCENARIO_COLUMNS, SPLITS
 from argen.errors import ArgenError
 from argen.hashing import file_sha256
@@ -304,3 +306,214 @@ def test_a_full_disk_while_writing_is_a_users_error_and_leaves_nothing(tmp_path,
         )
     assert not retryable(caught.value)  # a Prefect task does not retry it
     assert not out.exists()
+
+
+# ------------------------------------------------------------ prompts without labels
+
+EXAMPLES = [
+    scenario("ex-a1", "I have crushing chest pain spreading to my jaw.", "A", "S0", "clinical"),
+    scenario("ex-a2", "My child swallowed a battery an hour ago.", "A", "S0", "clinical"),
+    scenario("ex-c1", "How much water should I drink each day?", "C", "S0", "clinical"),
+    scenario("ex-c2", "Is it fine to eat eggs every morning?", "C", "S0", "clinical"),
+    scenario("ex-o1", "Which stocks should I buy this year?", "C", "S3", "out_of_domain"),
+    scenario("ex-o2", "Write me a cover letter for a sales job.", "C", "S3", "out_of_domain"),
+    scenario("ex-p1", "Does my insurance cover physiotherapy?", "C", "S1", "para_clinical"),
+    scenario("ex-p2", "How do I appeal a denied hospital bill?", "C", "S1", "para_clinical"),
+]
+QUESTIONS = [
+    "My chest hurts badly and my left arm is numb.",
+    "What laptop should I buy for gaming?",
+    "How do I get my insurer to pay for an MRI?",
+    "Is coffee bad for my health?",
+]
+
+
+def labelled_examples(tmp_path):
+    return write_jsonl(tmp_path / "examples.jsonl", EXAMPLES)
+
+
+def questions_csv(path, prompts=QUESTIONS):
+    pd.DataFrame({"prompt": prompts}).to_csv(path, index=False)
+    return path
+
+
+def curate_questions(tmp_path, *sources, **kw):
+    """Curate with the tiny labelled examples above (quick), into tmp_path/out."""
+    config = config_for(*sources, label_examples=[labelled_examples(tmp_path)], **kw)
+    return curate(config, tmp_path / "out")
+
+
+def all_splits(out):
+    return pd.concat(pd.read_parquet(out / f"{s}.parquet") for s in SPLITS).set_index("id")
+
+
+def test_a_csv_of_questions_gets_proposed_labels_a_review_file_and_no_test_rows(tmp_path):
+    out = curate_questions(tmp_path, questions_csv(tmp_path / "questions.csv"))
+    frame = all_splits(out)
+    assert len(frame) == len(QUESTIONS) and (frame["label_source"] == "proposed").all()
+    assert (frame["split"] != "test").all()
+    assert all(i.startswith("questions-") for i in frame.index)  # made from the file's name
+    by_prompt = frame.set_index("prompt")
+    combos = {tuple(row[k] for k in ("tier", "scope", "category")) for row in EXAMPLES}
+    assert set(map(tuple, by_prompt[["tier", "scope", "category"]].to_numpy())) <= combos
+    review = pd.read_csv(out / "review.csv")
+    assert sorted(review["prompt"]) == sorted(QUESTIONS)
+    assert review["confidence"].is_monotonic_increasing  # least confident first
+    assert review["confidence"].between(0, 1).all()
+    card = (out / "datacard.md").read_text()
+    assert "4 prompt(s) came without labels" in card and "kept out of the test split" in card
+    assert f"validation split ({MEASURED['validation']['n']} prompts)" in card
+    assert all(i in card for i in frame.index)  # every proposal is listed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["label_source"]["proposed"]["test"] == 0
+    assert "review.csv" in manifest["outputs"]
+
+
+def test_the_goal_command_curates_a_csv_of_questions(tmp_path, capsys):
+    questions = questions_csv(tmp_path / "questions.csv")
+    code = cli_main(
+        [
+            "curate",
+            "--source",
+            str(questions),
+            "--set",
+            f"curate.label_examples=[{labelled_examples(tmp_path)}]",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert code == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "out")
+    assert len(pd.read_csv(tmp_path / "out" / "review.csv")) == len(QUESTIONS)
+
+
+def test_mixed_labelled_and_unlabelled_rows_and_a_related_group_stays_out_of_test(tmp_path):
+    labelled = [scenario(f"l{i}", p) for i, p in enumerate(DISTINCT)]
+    labelled.append(scenario("knee", PARAPHRASES[0][0], tier="B"))
+    unlabelled = [{"id": "u0", "prompt": QUESTIONS[1]}, {"id": "u1", "prompt": PARAPHRASES[1][0]}]
+    unlabelled.append({"id": "knee2", "prompt": "My knee aches when I walk up stairs. Why?"})
+    source = write_jsonl(tmp_path / "mixed.jsonl", labelled + unlabelled)
+    out = curate_questions(tmp_path, source, split={"train": 0, "validation": 0.5, "test": 0.5})
+    frame = all_splits(out)
+    assert (frame.loc[["l0", "l1", "l2", "l3", "knee"], "label_source"] == "given").all()
+    assert (frame.loc[["u0", "u1", "knee2"], "label_source"] == "proposed").all()
+    assert (frame.loc[frame["label_source"] == "proposed", "split"] != "test").all()
+    assert (frame.loc[["l0", "l1", "l2", "l3"], "split"] == "test").sum() == 2
+    # the labelled knee prompt is related to an unlabelled one: their group stays out of test
+    assert frame.loc["knee", "split"] == frame.loc["knee2", "split"] == "validation"
+    assert frame.loc["knee", "tier"] == "B"  # a given label is never replaced
+    review = pd.read_csv(out / "review.csv")
+    assert sorted(review["id"]) == ["knee2", "u0", "u1"]
+
+
+def test_a_reviewed_file_fed_back_labels_its_rows_and_lets_them_into_test(tmp_path):
+    questions = questions_csv(tmp_path / "questions.csv")
+    everything_in_test = {"train": 0, "validation": 0, "test": 1}
+    with pytest.raises(ArgenError, match="proposed labels may not go"):
+        curate_frames(
+            config_for(
+                questions, label_examples=[labelled_examples(tmp_path)], split=everything_in_test
+            )
+        )
+    first = curate_questions(tmp_path, questions)
+    review = pd.read_csv(first / "review.csv")
+    review["tier"] = "B"  # the person's corrections
+    review.loc[review.index[:3], "label_source"] = "reviewed"
+    reviewed = tmp_path / "reviewed.csv"
+    review.to_csv(reviewed, index=False)
+    again = curate_frames(
+        config_for(questions, reviewed, label_examples=[labelled_examples(tmp_path)])
+    )
+    frame = again.scenarios.set_index("id")
+    assert len(frame) == len(QUESTIONS)  # each review row replaced its unlabelled row
+    assert (frame["tier"] == "B").all()  # the person's labels, not proposals
+    assert (frame["label_source"] == "reviewed").sum() == 3
+    assert set(again.review["id"]) == {review["id"].iloc[3]}  # still to review
+    assert (frame.loc[review["id"].iloc[:3], "source"] == "questions").all()
+    review[review["label_source"] == "reviewed"].to_csv(reviewed, index=False)
+    only_reviewed = curate_frames(config_for(reviewed, label_examples=[], split=everything_in_test))
+    assert len(only_reviewed.scenarios) == 3  # reviewed labels may go to test
+    assert set(only_reviewed.scenarios["split"]) == {"test"}
+
+
+@pytest.mark.slow
+def test_proposals_from_the_projects_scenarios_read_clear_cut_questions(tmp_path):
+    """With the default examples (`data/scenarios`), clear-cut questions get the labels a
+    person would give."""
+    config = config_for(questions_csv(tmp_path / "q.csv"))
+    config.label_examples = [REPO / "data" / "scenarios"]
+    frame = curate_frames(config).scenarios.set_index("prompt")
+    labels = frame[["tier", "scope", "category"]].apply(tuple, axis=1)
+    assert labels[QUESTIONS[0]] == ("A", "S0", "clinical")
+    assert labels[QUESTIONS[1]] == ("C", "S3", "out_of_domain")
+    assert labels[QUESTIONS[2]][1:] == ("S1", "para_clinical")
+    assert labels[QUESTIONS[3]][1:] == ("S0", "clinical")
+
+
+def test_the_review_must_match_the_prompt_it_reviews(tmp_path):
+    questions = questions_csv(tmp_path / "questions.csv")
+    made = curate_frames(config_for(questions, label_examples=[labelled_examples(tmp_path)])).review
+    stale = made.head(1).assign(prompt="A different question?", label_source="reviewed")
+    stale.to_csv(tmp_path / "stale.csv", index=False)
+    with pytest.raises(ArgenError, match=r"stale\.csv line 2: duplicate id"):
+        curate_frames(config_for(questions, tmp_path / "stale.csv", label_examples=[]))
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"id": "p", "prompt": "Hi", "tier": "A"}, "has tier but no scope, category"),
+        ({"id": "p", "prompt": "Hi", "label_source": "reviewed"}, "label_source 'reviewed' but no"),
+        (scenario("p", "Hi", label_source="guessed"), "unknown label_source 'guessed'"),
+        ({"id": "p", "tier": "A", "scope": "S0", "category": "clinical"}, "missing or empty"),
+    ],
+)
+def test_a_row_that_cannot_be_used_is_still_named(tmp_path, row, message):
+    source = write_jsonl(tmp_path / "s.jsonl", [*good_rows(), row])
+    with pytest.raises(ArgenError) as err:
+        curate_frames(config_for(source, label_examples=[]))
+    assert f"{source} line 4: {message}" in str(err.value)
+
+
+def test_unlabelled_rows_without_examples_are_a_clear_error(tmp_path):
+    questions = questions_csv(tmp_path / "questions.csv")
+    with pytest.raises(ArgenError, match="no labelled examples to propose them from"):
+        curate_frames(config_for(questions, label_examples=[]))
+    with pytest.raises(ArgenError, match=r"questions\.csv: does not exist|must hold labelled"):
+        curate_frames(config_for(questions, label_examples=[questions]))
+
+
+def test_a_column_mapping_reads_a_sources_own_names(tmp_path):
+    frame = pd.DataFrame({"qid": ["q1", "q2"], "question": QUESTIONS[:2]})
+    frame.to_csv(tmp_path / "mine.csv", index=False)
+    columns = {"prompt": "question", "id": "qid"}
+    curated = curate_frames(
+        config_for(
+            tmp_path / "mine.csv", labelled_examples(tmp_path), columns=columns, label_examples=[]
+        )
+    )
+    got = curated.scenarios.set_index("id")
+    assert got.loc["q1", "prompt"] == QUESTIONS[0] and got.loc["q2", "label_source"] == "proposed"
+    assert got.loc["ex-a1", "label_source"] == "given"  # a source without 'question' uses prompt
+
+
+def test_a_mapping_to_a_column_no_source_has_is_named(tmp_path):
+    questions = questions_csv(tmp_path / "questions.csv")
+    with pytest.raises(ArgenError) as err:
+        curate_frames(config_for(questions, columns={"prompt": "questoin"}))
+    assert "curate.columns maps prompt -> 'questoin'" in str(err.value)
+    assert "the sources' columns: prompt" in str(err.value)
+
+
+def test_ids_are_made_stable_and_repeated_prompts_are_numbered(tmp_path):
+    prompts = [QUESTIONS[0], QUESTIONS[1], QUESTIONS[0]]
+    examples = [labelled_examples(tmp_path)]
+    first = curate_frames(
+        config_for(questions_csv(tmp_path / "q.csv", prompts), label_examples=examples)
+    )
+    ids = first.duplicates.set_index("kind")
+    assert ids.loc["exact", "id"] == ids.loc["exact", "duplicate_of"] + "-2"
+    reordered = curate_frames(
+        config_for(questions_csv(tmp_path / "q.csv", prompts[:0:-1]), label_examples=examples)
+    )
+    assert set(reordered.scenarios["id"]) == set(first.scenarios["id"])

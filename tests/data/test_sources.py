@@ -4,6 +4,9 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,7 +16,7 @@ from argen.data import sources
 from argen.data.curate import curate_frames, curate_key, validate, write_parquet
 from argen.data.sources import read_sources, source_files
 from argen.errors import ArgenError
-from tests.conftest import scenario, write_jsonl
+from tests.conftest import REPO, scenario, write_jsonl
 
 
 def good_rows(prefix="ok"):
@@ -263,3 +266,87 @@ def test_a_bad_csv_row_is_named_by_its_own_line(tmp_path, text, line, problem):
     (tmp_path / "s.csv").write_text(text)
     message = error_of([tmp_path / "s.csv"])
     assert f"{tmp_path / 's.csv'} line {line}: {problem}" in message
+
+
+# ------------------------------------------------------------ datasets sources
+
+
+def saved_dataset(folder, rows):
+    import datasets
+
+    datasets.Dataset.from_list(rows).save_to_disk(str(folder))
+    return folder
+
+
+def test_a_save_to_disk_folder_is_read_through_the_column_mapping(tmp_path):
+    rows = [
+        {"qid": "d1", "question": "What is a fever?", "notes": "x"},
+        {"qid": "d2", "question": "How do I treat a sprained ankle?", "notes": None},
+    ]
+    folder = saved_dataset(tmp_path / "mine", rows)
+    files, read = read_sources([folder])
+    assert files == [folder] and [r.where for r in read] == ["row 1", "row 2"]
+    config = CurateConfig(sources=[folder], columns={"prompt": "question", "id": "qid"})
+    good, _ = validate(read, config)
+    assert good["id"].tolist() == ["d1", "d2"]
+    assert good["prompt"].tolist() == ["What is a fever?", "How do I treat a sprained ankle?"]
+    assert (good["label_source"] == "proposed").all() and good["source"].tolist() == ["mine"] * 2
+    key = curate_key(config)
+    saved_dataset(folder, [*rows, {"qid": "d3", "question": "Is tea bad?", "notes": None}])
+    assert curate_key(config) != key  # the folder's content is in the cache key
+
+
+def test_a_labelled_dataset_folder_curates_like_a_file(tmp_path):
+    folder = saved_dataset(tmp_path / "labelled", good_rows())
+    curated = curate_frames(CurateConfig(sources=[folder], label_examples=[]))
+    assert sorted(curated.scenarios["id"]) == ["ok-0", "ok-1", "ok-2"]
+    assert (curated.scenarios["label_source"] == "given").all()
+
+
+def test_a_bad_row_of_a_dataset_is_named_by_its_row(tmp_path):
+    rows = [*good_rows(), scenario("b", "Hi", tier="D")]
+    folder = saved_dataset(tmp_path / "ds", rows)
+    with pytest.raises(ArgenError, match=rf"{folder} row 4: unknown tier 'D'"):
+        curate_frames(CurateConfig(sources=[folder]))
+
+
+def test_a_dataset_dict_folder_asks_for_one_split(tmp_path):
+    import datasets
+
+    splits = {"train": good_rows("t"), "test": good_rows("e")}
+    whole = datasets.DatasetDict({k: datasets.Dataset.from_list(v) for k, v in splits.items()})
+    whole.save_to_disk(str(tmp_path / "dict"))
+    message = error_of([tmp_path / "dict"])
+    assert "a datasets DatasetDict folder; name one split's folder" in message
+    assert str(tmp_path / "dict" / "train") in message
+    _, rows = read_sources([tmp_path / "dict" / "train"])
+    assert [r.data["id"] for r in rows] == ["t-0", "t-1", "t-2"]
+
+
+def test_a_damaged_dataset_folder_is_named(tmp_path):
+    folder = saved_dataset(tmp_path / "ds", good_rows())
+    for arrow in folder.glob("*.arrow"):
+        arrow.write_bytes(b"not arrow")
+    assert f"{folder}: not a readable datasets folder" in error_of([folder])
+
+
+def test_a_hub_source_names_its_split(tmp_path):
+    assert "hub:org/name: a hub source is hub:ID@SPLIT" in error_of([Path("hub:org/name")])
+
+
+def test_an_unreachable_hub_is_a_clear_error(tmp_path):
+    """No hub is reachable from here: `argen curate` on a hub id fails naming the source and
+    what to do, and writes nothing (offline mode makes the failure immediate)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "argen.cli", "curate", "--source", "hub:argen-test/none@train"]
+        + ["--out", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "hub:argen-test/none@train: cannot load split 'train' of the hub dataset" in done.stderr
+    assert "save_to_disk" in done.stderr
+    assert not (tmp_path / "out").exists()

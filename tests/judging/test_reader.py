@@ -6,11 +6,13 @@ import asyncio
 import numpy as np
 import pytest
 
+from argen.config import JudgeConfig
 from argen.data.labels import read_labels
 from argen.errors import ArgenError
 from argen.judging import rubric
 from argen.judging.propositions import PROPOSITIONS
 from argen.judging.reader import OUTPUTS, PACKAGED, ReaderJudge, raw_fields, verify
+from argen.judging.scoring import judge_key
 from argen.training.grader import fit, fit_heads, measure, save
 from tests.conftest import write_jsonl
 from tests.tiny_models import one_thread, tiny_model
@@ -140,6 +142,10 @@ def test_a_causal_lm_backbone_reads_with_heads_alone_and_ships_no_adapter(tmp_pa
     assert rubric.raw_problem(fields) is None
     assert verify(out)["backbone"] == backbone and not (out / "adapter_config.json").exists()
     assert ReaderJudge(out).name.startswith("reader/reader-tiny-")
+    config = JudgeConfig(backend="reader", grader=out)
+    before = judge_key(config)["grader_sha256"]
+    (out / "README.md").write_text("retrained in place\n")
+    assert judge_key(config)["grader_sha256"] != before  # another grader: new stage keys
 
 
 def test_a_folder_without_a_record_is_not_a_grader(tmp_path):

@@ -33,6 +33,7 @@ def synthetic(
             "scope": "S0",
             "category": np.array(["clinical", "mixed_domain"])[np.arange(N) % 2],
             "source": "synthetic",
+            "label_source": "given",
             "split": "test",
             "model": "m",
             "response": [f"response {seed} {i}" for i in range(N)],
