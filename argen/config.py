@@ -191,8 +191,12 @@ class RewardModelConfig(Section):
     scale: float = Field(1.0, gt=0, description="Calibration: reward units per logit.")
 
 
+JudgeBackend = Literal["local", "openai", "reader", "reward_model"]
+"""The judge backends (`argen.judging.scoring.make_backend`); the run form offers the same."""
+
+
 class JudgeConfig(Section):
-    backend: Literal["local", "openai", "reader", "reward_model"] = Field(
+    backend: JudgeBackend = Field(
         "local",
         description="local: MiniLM cues and rules (offline); reader: the trained reading grader "
         "(argen/judging/reader.py, offline); openai: any OpenAI-compatible endpoint; "

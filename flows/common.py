@@ -1,8 +1,6 @@
 """What every flow shares: turning the run form's fields into config overrides."""
 
-from typing import Literal
-
-JudgeBackend = Literal["local", "openai"]
+from argen.config import JudgeBackend
 
 
 def form_overrides(

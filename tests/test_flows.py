@@ -5,11 +5,13 @@ stages a recipe sends to another pool go there."""
 import logging
 from pathlib import Path
 from types import SimpleNamespace
+from typing import get_args
 
 import pytest
+from prefect.utilities.callables import parameter_schema
 
 import flows.pipeline
-from argen.config import Config, load_config
+from argen.config import Config, JudgeConfig, load_config
 from flows.evaluate import flow_config
 
 
@@ -91,3 +93,12 @@ def test_mypy_covers_tasks_and_flows():
 
     pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert {"argen", "tasks", "flows"} <= set(pyproject["tool"]["mypy"]["files"])
+
+
+def test_the_run_form_offers_every_judge_backend_the_config_knows():
+    """The UI's Run form lists the judge backends from the config's own type (it offered local
+    and openai alone after the reader and reward-model backends were added)."""
+    schema = parameter_schema(flows.pipeline.pipeline.fn).model_dump()
+    field = schema["properties"]["judge_backend"]
+    offered = {v for choice in field.get("anyOf", [field]) for v in choice.get("enum", [])}
+    assert offered == set(get_args(JudgeConfig.model_fields["backend"].annotation))
