@@ -11,7 +11,14 @@ from argen.data.labels import read_labels
 from argen.errors import ArgenError
 from argen.judging import rubric
 from argen.judging.propositions import PROPOSITIONS
-from argen.judging.reader import OUTPUTS, PACKAGED, ReaderJudge, raw_fields, verify
+from argen.judging.reader import (
+    OUTPUTS,
+    PACKAGED,
+    ReaderJudge,
+    loop_factor,
+    raw_fields,
+    verify,
+)
 from argen.judging.scoring import judge_key
 from argen.training.grader import fit, fit_heads, measure, save
 from tests.conftest import write_jsonl
@@ -71,6 +78,20 @@ def test_declining_the_off_domain_part_beats_ignoring_it_and_answering_it():
     ignored = dharma(ignores_off_domain=0.9)
     answered = dharma(answers_off_domain=0.9)
     assert declined == 1.0 and ignored == pytest.approx(0.55) and answered == 0.0
+
+
+def test_a_decoding_loop_loses_helpfulness_a_written_answer_keeps_it():
+    """GRPO against the reader at 1.5B produced loops the heads scored as coherent."""
+    written = (
+        "Offer vegetables alongside foods your child already likes, let them help cook, and "
+        "keep offering without pressure: it can take ten tries before a new taste is accepted."
+    )
+    loop = "Try " + "cherry tomatoes, cucumber, " * 30
+    assert loop_factor(written) == 1.0 and loop_factor(loop) == 0.0
+    fields = raw_fields(probabilities(), GOOD_QUALITY, loop_factor(loop))
+    kept = rubric.score(raw_fields(probabilities(), GOOD_QUALITY), "C", "S0")["helpfulness"]
+    assert rubric.raw_problem(fields) is None
+    assert rubric.score(fields, "C", "S0")["helpfulness"] < kept - 0.3
 
 
 def item(number: int, split: str, good: bool) -> dict:
