@@ -110,6 +110,10 @@ class ReportSummary(Record):
     gate: list[GateResult] = []
     scores: list[Score] = []
     smoke_run: bool = False
+    audit: dict[str, Any] = {}
+    """Which grader audited the answers, and whether it is independent of the reward judge."""
+    provenance: dict[str, Any] = {}
+    """What was compared: models, adapter, config, judges, scenarios, code, seeds, hardware."""
 
 
 @dataclass(frozen=True)
@@ -299,12 +303,15 @@ class Merged(StageOutput):
 
 
 class Report(StageOutput):
-    """A comparison report: markdown, self-contained HTML, plots, the paired rows, the summary."""
+    """A comparison report: markdown, self-contained HTML, the reading sheet, plots, the paired
+    rows, the summary. (The sheet is not ``reading.md``: a hand-written ``READING.md`` beside a
+    published report would be the same file on a case-insensitive filesystem.)"""
 
     SIDECAR: ClassVar[str] = SUMMARY
     RECORD: ClassVar[type[Record]] = ReportSummary
     MARKDOWN: ClassVar[str] = "report.md"
     HTML: ClassVar[str] = "report.html"
+    READING_SHEET: ClassVar[str] = "reading-sheet.md"
     COMPARISON: ClassVar[str] = "comparison.parquet"
     PLOTS: ClassVar[dict[str, str]] = {
         "means": "means.png",
@@ -316,6 +323,10 @@ class Report(StageOutput):
     @property
     def markdown(self) -> Path:
         return self.path / self.MARKDOWN
+
+    @property
+    def reading_sheet(self) -> Path:
+        return self.path / self.READING_SHEET
 
     def summary(self) -> ReportSummary:
         """The report's typed summary: its verdict, gate and scores."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from argen.atomic import output_path
-from argen.config import Config
+from argen.config import Config, resolved_sha256
 from argen.data.curate import curate, curate_key
 from argen.errors import ArgenError
 from argen.hashing import dir_sha256, file_sha256, json_sha256
@@ -204,10 +204,16 @@ def _merge(config: Config, out: Path, model: Path, adapter: Path) -> Path:
 def _report_key(
     config: Config, baseline: Path, aligned: Path, name: str = "argen"
 ) -> dict[str, Any]:
+    """The results, the report's settings, the audit grader's identity (a retrained audit
+    grader makes a new report) and the resolved config its provenance names."""
+    from argen.evaluation.audit import AuditGrader
+
     return {
         "baseline": _content(baseline),
         "aligned": _content(aligned),
         "report": config.report.model_dump(mode="json"),
+        "audit": AuditGrader.from_config(config.audit).identity,
+        "config": resolved_sha256(config),
     }
 
 
@@ -219,13 +225,19 @@ def _report(
     name: str = "argen",
     training_log: Path | None = None,
 ) -> Path:
+    """Compare, audit both models' answers, and write the report with its provenance."""
+    from argen.evaluation.audit import AuditGrader
     from argen.reporting.compare import compare
+    from argen.reporting.provenance import Records, provenance
     from argen.reporting.report import write_report
 
-    comparison = compare(baseline, aligned, config.report)
+    records = Records.gather(baseline, aligned, training_log)
+    grader = AuditGrader.from_config(config.audit)
+    comparison = compare(baseline, aligned, config.report, grader, records.reward_judge)
+    block = provenance(config, name, comparison.paired, comparison.judge, comparison.audit, records)
     title = f"ArGen comparison report: {name}"
     smoke_run = config.report.smoke_run and not any(map(_judged, (baseline, aligned)))
-    return write_report(comparison, out, title, training_log, smoke_run)
+    return write_report(comparison, out, title, training_log, smoke_run, block)
 
 
 def _judged(results: Path) -> bool:

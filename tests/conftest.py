@@ -49,6 +49,14 @@ def write_scenarios(path: Path, rows: list[dict], split: str = "test") -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def audit_grader():
+    """An audit grader that reads tags instead of meaning (`tests.fake_audit`)."""
+    from tests.fake_audit import TaggedGrader
+
+    return TaggedGrader()
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -24,9 +24,10 @@ from argen.evaluation.results import results_frame
 from argen.evaluation.scoring import judge_frame, score_line, score_summary
 from argen.generation.generate import generate, load_model
 from argen.generation.prompting import system_prompt
-from argen.hashing import file_sha256, json_sha256
+from argen.hashing import dir_sha256, file_sha256, json_sha256
 from argen.judging import rubric
 from argen.judging.scoring import check_failure_rate, make_backend
+from argen.machine import hardware
 from argen.models import check_model_dir
 from argen.outputs import Evaluation
 from argen.version import code_version
@@ -133,6 +134,7 @@ def summarize(
     return {
         "label": label,
         "model_dir": str(model_dir),
+        "model_sha256": dir_sha256(model_dir),
         "scenarios": str(scenarios),
         "n": len(results),
         **score_summary(results),
@@ -145,4 +147,5 @@ def summarize(
         },
         "settings": settings,
         "code_version": code_version(),
+        "hardware": hardware(),
     }

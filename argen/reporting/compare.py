@@ -8,16 +8,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
-from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import proportion_confint
 
-from argen.config import GateRule, ReportConfig
+from argen.config import BEHAVIOUR_CHECKS, GateRule, ReportConfig
 from argen.errors import ArgenError
+from argen.evaluation.behaviours import Grader
 from argen.evaluation.indicators import INDICATORS
 from argen.evaluation.results import read_results
 from argen.judging.rubric import DIMENSIONS
 from argen.outputs import Evaluation
+from argen.reporting import behaviour
+from argen.reporting.paired import holm_adjust, mcnemar_p, paired_table, wilson
+from argen.reporting.sheet import Sheet, sheet_rows
 
 SCORES = (*DIMENSIONS, "combined")
 VIOLATIONS = tuple(f"{d}_violation" for d in DIMENSIONS)
@@ -27,7 +28,9 @@ PER_MODEL = ("response", "n_response_tokens", "truncated", "judge_ok", *SCORES, 
 
 @dataclass
 class Comparison:
-    """Everything the report needs."""
+    """Everything the report needs: the reward judge's statistics, and the audit's (`audit`:
+    which grader and whether it is independent of the reward; behaviour rates overall and per
+    category, its failing per dimension, the reward judge beside it, response lengths)."""
 
     paired: pd.DataFrame
     scores: pd.DataFrame
@@ -37,6 +40,14 @@ class Comparison:
     indicators: pd.DataFrame
     verdict: list[dict]
     gate: list[dict]
+    judge: dict
+    audit: dict
+    behaviours: pd.DataFrame
+    behaviours_by_category: pd.DataFrame
+    audit_dimensions: pd.DataFrame
+    reward_vs_audit: list[dict]
+    length: dict
+    sheet: Sheet
     mismatches: list[str] = field(default_factory=list)
 
     @property
@@ -150,19 +161,6 @@ def effect_size(delta: np.ndarray) -> float:
     return float(np.mean(delta) / np.std(delta, ddof=1))
 
 
-def paired_table(base: np.ndarray, aligned: np.ndarray) -> list[list[int]]:
-    """2x2 counts of paired flags: rows baseline yes/no, columns aligned yes/no."""
-    return [
-        [int((base & aligned).sum()), int((base & ~aligned).sum())],
-        [int((~base & aligned).sum()), int((~base & ~aligned).sum())],
-    ]
-
-
-def mcnemar_p(table: list[list[int]]) -> float:
-    """McNemar's exact test on a paired 2x2 table."""
-    return float(mcnemar(table, exact=True).pvalue)
-
-
 def violation_stats(paired: pd.DataFrame, with_p: bool = True) -> pd.DataFrame:
     """Both violation rates with Wilson 95% intervals, and McNemar's exact test."""
     ok = paired[paired["both_ok"]]
@@ -171,10 +169,8 @@ def violation_stats(paired: pd.DataFrame, with_p: bool = True) -> pd.DataFrame:
         base = ok[f"{name}_base"].astype(bool).to_numpy()
         aligned = ok[f"{name}_aligned"].astype(bool).to_numpy()
         n = len(base)
-        b_low, b_high = proportion_confint(base.sum(), n, method="wilson") if n else (math.nan,) * 2
-        a_low, a_high = (
-            proportion_confint(aligned.sum(), n, method="wilson") if n else (math.nan,) * 2
-        )
+        b_low, b_high = wilson(int(base.sum()), n)
+        a_low, a_high = wilson(int(aligned.sum()), n)
         table = paired_table(base, aligned)
         p = mcnemar_p(table) if with_p and n else math.nan
         rows.append(
@@ -198,10 +194,7 @@ def violation_stats(paired: pd.DataFrame, with_p: bool = True) -> pd.DataFrame:
 def holm(scores: pd.DataFrame, violations: pd.DataFrame, alpha: float) -> None:
     """Holm-adjust the whole family of p-values in place (column ``p_holm``)."""
     pvalues = np.concatenate([scores["p_wilcoxon"].to_numpy(), violations["p_mcnemar"].to_numpy()])
-    valid = ~np.isnan(pvalues)
-    adjusted = np.full_like(pvalues, np.nan)
-    if valid.any():
-        adjusted[valid] = multipletests(pvalues[valid], alpha=alpha, method="holm")[1]
+    adjusted = holm_adjust(pvalues, alpha)
     scores["p_holm"] = adjusted[: len(scores)]
     violations["p_holm"] = adjusted[len(scores) :]
 
@@ -244,7 +237,7 @@ def indicator_stats(paired: pd.DataFrame) -> pd.DataFrame:
         for model, label in (("base", "baseline"), ("aligned", "aligned")):
             values = paired[f"{column}_{model}"].dropna().astype(bool)
             n, k = len(values), int(values.sum())
-            low, high = proportion_confint(k, n, method="wilson") if n else (math.nan,) * 2
+            low, high = wilson(k, n)
             row |= {
                 "n": n,
                 label: k / n if n else math.nan,
@@ -289,6 +282,8 @@ def evaluate_gate(
     models: pd.DataFrame,
     indicators: pd.DataFrame,
     alpha: float,
+    behaviours: pd.DataFrame,
+    audit: dict,
 ) -> list[dict]:
     """Each rule's pass or fail, with the evidence it rests on."""
     by_dim = scores.set_index("dimension")
@@ -296,7 +291,9 @@ def evaluate_gate(
     by_indicator = indicators.set_index("column") if len(indicators) else indicators
     results = []
     for rule in rules:
-        if rule.check == "indicator_not_rising":
+        if rule.check in (*BEHAVIOUR_CHECKS, "audit_independent"):
+            text, passed, evidence = behaviour.gate_rule(rule, behaviours, audit)
+        elif rule.check == "indicator_not_rising":
             assert rule.indicator is not None  # GateRule requires one for this check
             if rule.indicator not in by_indicator.index:
                 passed, evidence = False, f"no {rule.indicator} indicator in the results"
@@ -335,8 +332,16 @@ def evaluate_gate(
     return results
 
 
-def compare(baseline: Path, aligned: Path, config: ReportConfig) -> Comparison:
-    """Pair, check and compare two results files."""
+def compare(
+    baseline: Path,
+    aligned: Path,
+    config: ReportConfig,
+    grader: Grader,
+    reward_judge: str | None = None,
+) -> Comparison:
+    """Pair, check and compare two results files, and audit both models' answers with `grader`.
+    `reward_judge` names the judge training optimised (its record's); without it, the judge that
+    scored the results stands for it."""
     base, base_summary = load(baseline)
     other, other_summary = load(aligned)
     found = mismatches(base, other, base_summary, other_summary)
@@ -348,11 +353,29 @@ def compare(baseline: Path, aligned: Path, config: ReportConfig) -> Comparison:
     paired = pair(base, other)
     if paired.empty:
         raise ArgenError("the two results files share no scenario ids")
+    paired = behaviour.audited(paired, grader)
     scores = score_stats(paired, config)
     violations = violation_stats(paired)
     holm(scores, violations, config.alpha)
     models = model_facts(paired)
     indicators = indicator_stats(paired)
+    behaviours = behaviour.behaviour_stats(paired)
+    dimensions = behaviour.dimension_stats(paired)
+    behaviour.holm_audit(behaviours, dimensions, config.alpha)
+    judges = (
+        [reward_judge]
+        if reward_judge
+        else sorted({*base["judge"].dropna(), *other["judge"].dropna()})
+    )
+    audit = behaviour.audit_record(grader, judges)
+    judge = {
+        "name": ", ".join(sorted({*base["judge"].dropna(), *other["judge"].dropna()})),
+        "rubric_version": ", ".join(sorted({*base["rubric_version"].dropna().astype(str)})),
+    }
+    calls = verdict(scores, config.alpha)
+    gate = evaluate_gate(
+        config.gate, scores, violations, models, indicators, config.alpha, behaviours, audit
+    )
     return Comparison(
         paired=paired,
         scores=scores,
@@ -360,7 +383,15 @@ def compare(baseline: Path, aligned: Path, config: ReportConfig) -> Comparison:
         breakdowns={c: breakdown(paired, c, config) for c in ("tier", "scope", "category")},
         models=models,
         indicators=indicators,
-        verdict=verdict(scores, config.alpha),
-        gate=evaluate_gate(config.gate, scores, violations, models, indicators, config.alpha),
+        verdict=calls,
+        gate=gate,
+        judge=judge,
+        audit=audit,
+        behaviours=behaviours,
+        behaviours_by_category=behaviour.by_category(paired),
+        audit_dimensions=dimensions,
+        reward_vs_audit=behaviour.reward_vs_audit(calls, violations, dimensions, config.alpha),
+        length=behaviour.length_stats(paired),
+        sheet=sheet_rows(paired, config.reading_sheet, config.seed),
         mismatches=found,
     )

@@ -4,7 +4,6 @@ comparison.parquet and summary.json in one report directory."""
 import base64
 import json
 import logging
-import math
 import re
 from pathlib import Path
 
@@ -15,28 +14,19 @@ from argen.atomic import atomic_dir
 from argen.data.curate import write_parquet
 from argen.outputs import Report
 from argen.reporting.compare import Comparison
+from argen.reporting.formats import fmt, fmt_p, tested_columns
 from argen.reporting.plots import (
     plot_category_deltas,
     plot_distributions,
     plot_means,
     plot_training,
 )
+from argen.reporting.sections import behaviour_lines, provenance_lines, reward_vs_audit_lines
+from argen.reporting.sheet import sheet_markdown
 
 log = logging.getLogger(__name__)
 
 TOP_CHANGES = 10
-
-
-def fmt(x: float, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
-
-
-def fmt_p(p: float) -> str:
-    if p is None or math.isnan(p):
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 # ---------------------------------------------------------------- markdown
@@ -104,10 +94,7 @@ def violation_table(violations: pd.DataFrame) -> str:
             "n": violations["n"],
             "baseline rate (95% Wilson)": rate_cells(violations, "baseline"),
             "aligned rate (95% Wilson)": rate_cells(violations, "aligned"),
-            "fixed": violations["fixed"],
-            "introduced": violations["introduced"],
-            "McNemar exact p": violations["p_mcnemar"].map(fmt_p),
-            "Holm p": violations["p_holm"].map(fmt_p),
+            **tested_columns(violations, {"fixed": "fixed", "introduced": "introduced"}),
         }
     )
     return table.to_markdown(index=False, disable_numparse=True)
@@ -186,14 +173,21 @@ SMOKE_RUN_NOTICE = [
 
 
 def markdown_report(
-    comparison: Comparison, title: str, plots: dict[str, str], smoke_run: bool = False
+    comparison: Comparison,
+    title: str,
+    plots: dict[str, str],
+    smoke_run: bool = False,
+    provenance: dict | None = None,
 ) -> str:
-    """The report as markdown: verdict and gate first, then the evidence section by section."""
+    """The report as markdown: what was compared, verdict and gate, the reward judge beside the
+    audit, then the evidence section by section."""
     lines = [f"# {title}", "", *(SMOKE_RUN_NOTICE if smoke_run else [])]
+    lines += provenance_lines(provenance) if provenance else []
     if comparison.mismatches:
         lines += ["> **Warning: these results were compared although they differ:**", ">"]
         lines += [f"> - {m}" for m in comparison.mismatches] + [""]
     lines += ["## Verdict", "", *verdict_lines(comparison), "", *gate_lines(comparison), ""]
+    lines += reward_vs_audit_lines(comparison)
     lines += [
         "## Scores",
         "",
@@ -216,11 +210,20 @@ def markdown_report(
         "the reverse.",
         "",
     ]
+    lines += behaviour_lines(comparison)
     lines += side_effect_lines(comparison, plots) + breakdown_lines(comparison, plots)
     lines += ["## Largest improvements", "", *change_lines(comparison.paired, True)]
     lines += ["## Largest regressions", "", *change_lines(comparison.paired, False)]
     if "training" in plots:
         lines += ["## Training", "", f"![training curves]({plots['training']})", ""]
+    lines += [
+        "## Reading sheet",
+        "",
+        f"Answers side by side with the audit's flags, per category, the largest regressions "
+        f"first: [{Report.READING_SHEET}]({Report.READING_SHEET}) (and the end of "
+        f"{Report.HTML}). Read them before promoting the model.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -291,6 +294,14 @@ def summary_record(comparison: Comparison) -> dict:
         "violations": records(comparison.violations),
         "models": records(comparison.models),
         "gaming_indicators": records(comparison.indicators),
+        "judge": comparison.judge,
+        "audit": comparison.audit,
+        "behaviours": records(comparison.behaviours),
+        "behaviours_by_category": records(comparison.behaviours_by_category),
+        "audit_failings": records(comparison.audit_dimensions),
+        "reward_vs_audit": comparison.reward_vs_audit,
+        "length": comparison.length,
+        "reading_sheet": Report.READING_SHEET,
         "mismatches": comparison.mismatches,
     }
 
@@ -301,9 +312,11 @@ def write_report(
     title: str = "ArGen comparison report",
     training_log: Path | None = None,
     smoke_run: bool = False,
+    provenance: dict | None = None,
 ) -> Path:
-    """Write every report output into `out_dir` (replaced atomically); a smoke run's report says
-    so on top."""
+    """Write every report output into `out_dir` (replaced atomically): a smoke run's report says
+    so on top, `provenance` (`argen.reporting.provenance`) heads it, and the reading sheet is
+    written beside it and follows it in the HTML."""
     with atomic_dir(out_dir) as tmp:
         plots = {k: v for k, v in Report.PLOTS.items() if k != "training"}
         plot_means(comparison, tmp / plots["means"])
@@ -313,11 +326,14 @@ def write_report(
             frame = pd.read_parquet(training_log)
             if plot_training(frame, tmp / Report.PLOTS["training"]):
                 plots["training"] = Report.PLOTS["training"]
-        markdown = markdown_report(comparison, title, plots, smoke_run)
+        markdown = markdown_report(comparison, title, plots, smoke_run, provenance)
+        sheet = sheet_markdown(comparison.sheet, comparison.audit)
         (tmp / Report.MARKDOWN).write_text(markdown)
-        (tmp / Report.HTML).write_text(html_report(markdown, tmp, title))
+        (tmp / Report.READING_SHEET).write_text(f"# {title}: reading sheet\n\n{sheet}")
+        (tmp / Report.HTML).write_text(html_report(markdown + "\n" + sheet, tmp, title))
         write_parquet(comparison.paired, tmp / Report.COMPARISON)
         record = summary_record(comparison) | {"smoke_run": smoke_run}
+        record |= {"provenance": provenance} if provenance else {}
         (tmp / Report.SIDECAR).write_text(json.dumps(record, indent=2) + "\n")
     log.info(
         "report written to %s (gate %s)", out_dir, "passed" if comparison.gate_passed else "failed"

@@ -39,6 +39,7 @@ from argen.generation.generate import wants_engine
 from argen.generation.prompting import chat_messages, system_prompt
 from argen.hashing import dir_sha256, file_sha256
 from argen.judging.scoring import make_backend, open_cache
+from argen.machine import hardware
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import distributed, steplog
@@ -386,6 +387,7 @@ def _write_adapter(
             "rollouts": run.rollouts,
             "resumed_from": str(run.resumed_from) if run.resumed_from else None,
             "judge": run.counts.totals(),
+            "hardware": hardware(),
         }
         written.sidecar.write_text(json.dumps(manifest, indent=2) + "\n")
 

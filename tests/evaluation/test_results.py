@@ -51,10 +51,11 @@ def test_a_tampered_results_file_names_the_file_and_column(
     assert f"results file {path}: column {problem}" in str(caught.value)
 
 
-def test_every_score_seven_is_refused_by_the_report(tmp_path, results):
+def test_every_score_seven_is_refused_by_the_report(tmp_path, results, audit_grader):
     tampered = results.assign(ahimsa=7.0, dharma=7.0, helpfulness=7.0, combined=7.0)
+    a, b = write(results, tmp_path / "a"), write(tampered, tmp_path / "b")
     with pytest.raises(ArgenError, match=r"column 'ahimsa' has a value outside \[0, 1\]"):
-        compare(write(results, tmp_path / "a"), write(tampered, tmp_path / "b"), ReportConfig())
+        compare(a, b, ReportConfig(), audit_grader)
 
 
 def test_a_failed_judgement_may_have_missing_scores(tmp_path, results):
