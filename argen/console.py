@@ -156,7 +156,7 @@ SMOKE_RUN_LINE = (
 
 def final_lines(outcome: str, message: str, report_dir: Path | str) -> str:
     """The end of a run: how it ended, the report's verdict per dimension (difference aligned
-    minus baseline) with its release gate, and where the report is."""
+    minus baseline) with its release gate, and where the report and its reading sheet are."""
     report_dir = Path(report_dir)
     summary = Report(report_dir).record()
     calls = [f"{v['dimension']} {v['call']} ({v['difference']:+.3f})" for v in summary["verdict"]]
@@ -166,6 +166,8 @@ def final_lines(outcome: str, message: str, report_dir: Path | str) -> str:
         f"verdict: {', '.join(calls)}; release gate {gate}",
         f"report: {Report(report_dir).markdown}",
     ]
+    if summary.get("reading_sheet"):
+        lines.append(f"read before promoting: {Report(report_dir).reading_sheet}")
     if summary.get("smoke_run"):
         lines.append(SMOKE_RUN_LINE)
     return "\n".join(lines)

@@ -130,11 +130,14 @@ def publish_challenge(line: str, outcome: Outcome) -> None:
 
 def final_state(outcome: Outcome) -> State:
     """The run's final state, named for the release outcome (the UI shows it at a glance), with
-    an `argen-release` artifact saying why."""
+    an `argen-release` artifact saying why and linking the report and its reading sheet."""
     name, message, report_dir = outcome.name, outcome.message, outcome.report
     get_run_logger().info("release: %s: %s", name, message)
+    sheet = Report(report_dir).reading_sheet
     create_markdown_artifact(
-        markdown=f"## Release: {name}\n\n{message}\n\nReport: `{report_dir}`",
+        markdown=f"## Release: {name}\n\n{message}\n\nReport: `{report_dir}`\n\n"
+        f"Reading sheet (both models' answers with the audit's flags; read it before promoting): "
+        f"`{sheet}`",
         key="argen-release",
         description=f"Release outcome: {name}",
     )

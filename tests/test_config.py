@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from argen.config import RECIPES_DIR, Config, load_config, recipe_path
+from argen.config import RECIPES_DIR, Config, load_config, recipe_path, resolved_sha256
 from argen.errors import ArgenError
 
 
@@ -173,3 +173,20 @@ def test_many_problems_are_counted_not_all_listed():
     with pytest.raises(ArgenError, match=r"\.\.\. and 490 more problem") as caught:
         load_config("default", overrides)
     assert len(str(caught.value)) < 3000
+
+
+def test_a_recipe_points_the_audit_at_another_grader_and_thresholds(tmp_path):
+    config = load_config(
+        "default", [f"audit.grader={tmp_path}", "audit.thresholds={medical_falsehood: 0.7}"]
+    )
+    assert config.audit.grader == tmp_path and config.audit.thresholds == {"medical_falsehood": 0.7}
+    with pytest.raises(ArgenError, match="unknown proposition"):
+        load_config("default", ["audit.thresholds={falsehood: 0.7}"])
+    with pytest.raises(ArgenError, match="audit.threshold"):
+        load_config("default", ["audit.threshold=1.5"])
+
+
+def test_the_resolved_config_hash_ignores_where_a_run_was_placed(tmp_path):
+    here = load_config("default", [f"storage.root={tmp_path}"])
+    assert resolved_sha256(here) == resolved_sha256(load_config())
+    assert resolved_sha256(load_config("default", ["train.seed=4"])) != resolved_sha256(here)

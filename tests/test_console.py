@@ -152,7 +152,7 @@ def test_final_lines_name_the_outcome_verdict_and_report(tmp_path):
         {"dimension": "ahimsa", "call": "no change beyond noise", "difference": 0.0123},
         {"dimension": "dharma", "call": "improved", "difference": 0.081},
     ]
-    summary = {"verdict": verdict, "gate_passed": False}
+    summary = {"verdict": verdict, "gate_passed": False, "reading_sheet": "reading-sheet.md"}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     lines = console.final_lines("Gate failed", "the champion stays", tmp_path).splitlines()
     assert lines == [
@@ -160,6 +160,7 @@ def test_final_lines_name_the_outcome_verdict_and_report(tmp_path):
         "verdict: ahimsa no change beyond noise (+0.012), dharma improved (+0.081); "
         "release gate failed",
         f"report: {tmp_path / 'report.md'}",
+        f"read before promoting: {tmp_path / 'reading-sheet.md'}",
     ]
 
 

@@ -84,6 +84,7 @@ def test_the_release_outcome_names_the_runs_final_state(monkeypatch):
     state = flows.pipeline.final_state(Outcome(LOST, "worse on dharma", Path("/r")))
     assert (state.name, state.message, state.is_completed()) == (LOST, "worse on dharma", True)
     assert made[0]["key"] == "argen-release" and "worse on dharma" in made[0]["markdown"]
+    assert "`/r/reading-sheet.md`" in made[0]["markdown"]
     flows.pipeline.publish_challenge("line", Outcome(LOST, "m", Path("/r")))  # no champion
     assert len(made) == 1
 

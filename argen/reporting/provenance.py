@@ -7,6 +7,7 @@ guessed."""
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -43,17 +44,18 @@ class Records:
         whose split the baseline read."""
         base = _record(Evaluation.of_results(baseline))
         other = _record(Evaluation.of_results(aligned))
-        merge = _record(Merged(Path(other["model_dir"]))) if other.get("model_dir") else {}
-        adapter = Path(training_log).parent if training_log else merge.get("adapter")
+        model_dir = _get(other, "model_dir")
+        merge = _record(Merged(Path(model_dir))) if model_dir else {}
+        adapter = Path(training_log).parent if training_log else _get(merge, "adapter")
         training = _record(Adapter(Path(adapter))) if adapter else {}
-        split = base.get("scenarios")
+        split = _get(base, "scenarios")
         curation = _record(CuratedSplits(Path(split).parent)) if split else {}
         return cls(base, other, merge, training, curation)
 
     @property
     def reward_judge(self) -> str | None:
         """The judge training optimised, as the training record names it."""
-        return self.training.get("config", {}).get("judge")
+        return _get(self.training, "config", "judge")
 
 
 def base_model(name: str) -> dict:
@@ -75,16 +77,26 @@ def scenario_set(paired: pd.DataFrame) -> dict:
     return {"n": len(rows), "content_sha256": json_sha256(rows.to_numpy().tolist())}
 
 
+def _get(record: Any, *keys: str) -> Any:
+    """``record[k1][k2]...``, or None where a key is missing or a level is not a mapping (an
+    older or hand-made record)."""
+    for key in keys:
+        if not isinstance(record, dict):
+            return None
+        record = record.get(key)
+    return record
+
+
 def provenance(
     config: Config, name: str, paired: pd.DataFrame, judge: dict, audit: dict, records: Records
 ) -> dict:
     """The provenance block of a report: `judge` and `audit` as the comparison names them,
     `records` as `Records.gather` finds them; None wherever no record holds the fact."""
     base, aligned, training = records.baseline, records.aligned, records.training
-    settings = base.get("settings", {})
-    train_config = training.get("config", {}).get("train", {})
     curation = records.curation
-    splits = {k: v for k, v in curation.get("outputs", {}).items() if k.endswith(".parquet")}
+    outputs = _get(curation, "outputs") or {}
+    splits = {k: v for k, v in outputs.items() if k.endswith(".parquet")}
+    curate_seed = _get(curation, "config", "seed")
     return {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "run": name,
@@ -93,16 +105,13 @@ def provenance(
         "base_model": base_model(config.model.base),
         "baseline": _model(base),
         "aligned": _model(aligned)
-        | {
-            "adapter": records.merge.get("adapter"),
-            "adapter_sha256": records.merge.get("adapter_sha256"),
-        },
+        | {k: _get(records.merge, k) for k in ("adapter", "adapter_sha256")},
         "training": {
-            "steps": training.get("steps"),
-            "seed": train_config.get("seed"),
+            "steps": _get(training, "steps"),
+            "seed": _get(training, "config", "train", "seed"),
             "reward_judge": records.reward_judge,
             "config_sha256": json_sha256(training["config"]) if "config" in training else None,
-            "code_version": training.get("code_version"),
+            "code_version": _get(training, "code_version"),
         },
         "judge": judge,
         "audit": {
@@ -111,23 +120,23 @@ def provenance(
         },
         "scenarios": scenario_set(paired)
         | {
-            "split_file": base.get("scenarios"),
-            "split_sha256": settings.get("scenarios_sha256"),
+            "split_file": _get(base, "scenarios"),
+            "split_sha256": _get(base, "settings", "scenarios_sha256"),
             "splits_sha256": splits or None,
             "sources_sha256": json_sha256(curation["inputs"]) if "inputs" in curation else None,
         },
         "seeds": {
-            "curate": curation.get("config", {}).get("seed", config.curate.seed),
-            "train": train_config.get("seed"),
-            "generation": settings.get("generation", {}).get("seed"),
+            "curate": config.curate.seed if curate_seed is None else curate_seed,
+            "train": _get(training, "config", "train", "seed"),
+            "generation": _get(base, "settings", "generation", "seed"),
             "judge": config.judge.seed,
             "report": config.report.seed,
         },
         "hardware": {
             "report": hardware(),
-            "baseline evaluation": base.get("hardware"),
-            "aligned evaluation": aligned.get("hardware"),
-            "training": training.get("hardware"),
+            "baseline evaluation": _get(base, "hardware"),
+            "aligned evaluation": _get(aligned, "hardware"),
+            "training": _get(training, "hardware"),
         },
     }
 
@@ -135,8 +144,8 @@ def provenance(
 def _model(summary: dict) -> dict:
     """An evaluated model as its evaluation's record names it."""
     return {
-        "label": summary.get("label"),
-        "model_dir": summary.get("model_dir"),
-        "weights_sha256": summary.get("model_sha256"),
-        "code_version": summary.get("code_version"),
+        "label": _get(summary, "label"),
+        "model_dir": _get(summary, "model_dir"),
+        "weights_sha256": _get(summary, "model_sha256"),
+        "code_version": _get(summary, "code_version"),
     }

@@ -6,7 +6,9 @@ import pytest
 from argen.config import load_config
 from argen.errors import ArgenError, JudgeOutage
 from argen.evaluation.evaluate import evaluate
+from argen.hashing import dir_sha256
 from argen.judging.scoring import make_backend
+from argen.machine import hardware
 from tests.conftest import DEAD_JUDGE, scenario, write_scenarios
 
 pytestmark = pytest.mark.slow
@@ -56,6 +58,8 @@ def test_real_evaluation_writes_results_and_summary(default_model_dir, tmp_path)
     assert summary["timings"]["tokens_per_second"] > 0
     assert summary["gaming_indicators"]["refers_tier_c"]["n"] == 1  # one tier-C scenario
     assert results["deflects_clinical"].notna().sum() == 3  # the S0 clinical ones
+    assert summary["model_sha256"] == dir_sha256(default_model_dir)  # what was evaluated
+    assert summary["hardware"] == hardware()  # and where (the report's provenance)
 
     # The aligned model goes through the same function: the same settings are recorded.
     aligned = evaluate(config, default_model_dir, scenarios, tmp_path / "aligned", "aligned")

@@ -107,6 +107,7 @@ def test_tracking_outputs(trained):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["steps"] == 2 and manifest["selected"]["rule"] == "best"
     assert manifest["selected"]["step"] in (1, 2)  # step 0 is a reference, never chosen
+    assert manifest["hardware"]["accelerator"] and manifest["hardware"]["cpus"] > 0
     assert not out.with_name("adapter.partial").exists()
 
 
