@@ -32,10 +32,11 @@ EVIDENCE = Path("reports/gpu-qwen0.5b-2026-11-26/seed1")
 ADAPTER = Path("reports/gpu-example/adapter")
 STATED = "NVIDIA H100 80GB HBM3 (stated by the run's README; the run recorded no hardware)"
 EXAMPLES = {
-    "gpu-example": "gpu-example-seed1",
-    "gpu-example-holdout": "gpu-example-seed1-holdout",
+    "gpu-example": ("gpu-example-seed1", EVIDENCE / "training_log.parquet"),
+    "gpu-example-holdout": ("gpu-example-seed1-holdout", None),
 }
-"""Each example folder and the name its report was published under."""
+"""Each example folder, the name its report was published under and the training log it
+plots (the test split's report only, as published)."""
 GENERATED = (
     Report.MARKDOWN,
     Report.HTML,
@@ -58,7 +59,7 @@ def unpaired(comparison: pd.DataFrame, model: str, judge: str) -> pd.DataFrame:
     return frame.assign(judge=judge, rubric_version="not recorded")
 
 
-def regenerate(folder: Path, name: str, scratch: Path) -> dict:
+def regenerate(folder: Path, name: str, log: Path | None, scratch: Path) -> dict:
     """Write the example's report again into `folder`; returns its summary."""
     training = json.loads((EVIDENCE / "train-manifest.json").read_text())
     judge = training["config"]["judge"]
@@ -84,7 +85,6 @@ def regenerate(folder: Path, name: str, scratch: Path) -> dict:
     for stage in ("baseline evaluation", "aligned evaluation", "training"):
         block["hardware"][stage] = STATED
     out = scratch / name / "report"
-    log = EVIDENCE / "training_log.parquet"
     title = f"ArGen comparison report: {name}"
     write_report(comparison, out, title, log, config.report.smoke_run, block)
     for file in GENERATED:
@@ -98,10 +98,10 @@ def main() -> None:
     parser.add_argument("--only", choices=list(EXAMPLES), help="regenerate this example only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        for folder, name in EXAMPLES.items():
+        for folder, (name, log) in EXAMPLES.items():
             if args.only and folder != args.only:
                 continue
-            summary = regenerate(Path("reports") / folder, name, Path(scratch))
+            summary = regenerate(Path("reports") / folder, name, log, Path(scratch))
             gate = "passed" if summary["gate_passed"] else "FAILED"
             failed = [g["rule"] for g in summary["gate"] if not g["passed"]]
             print(f"{folder}: gate {gate}" + (f" ({'; '.join(failed)})" if failed else ""))
