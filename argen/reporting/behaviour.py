@@ -2,7 +2,9 @@
 rates with paired tests (McNemar exact, Holm across the audit's rates), the same per category,
 the reward judge beside the audit per dimension, and the gate rules that read the audit."""
 
+import logging
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,8 @@ from argen.evaluation.behaviours import (
     behaviour_columns,
 )
 from argen.reporting.paired import holm_adjust, mcnemar_p, paired_table, wilson
+
+log = logging.getLogger(__name__)
 
 MODELS = ("base", "aligned")
 SCENARIO = ("tier", "scope", "category")
@@ -39,7 +43,10 @@ def audited(paired: pd.DataFrame, grader: Grader) -> pd.DataFrame:
     n = len(paired)
     prompts = [*paired["prompt"], *paired["prompt"]]
     responses = [*paired["response_base"], *paired["response_aligned"]]
+    started = time.perf_counter()
     graded = grader.columns(prompts, responses)
+    seconds = time.perf_counter() - started
+    log.info("audit: %s read %d answers in %.1f s", grader.label, len(responses), seconds)
     parts = [paired]
     for i, model in enumerate(MODELS):
         columns = graded.iloc[i * n : (i + 1) * n].set_axis(paired.index)
