@@ -57,7 +57,11 @@ def provenance_rows(block: dict) -> list[tuple[str, str]]:
         (
             "scenarios",
             f"{scenarios['n']} prompts, content {shown(scenarios['content_sha256'])}; split file "
-            f"{shown(scenarios['split_file'])} ({shown(scenarios['split_sha256'])})",
+            + (
+                f"{scenarios['split_file']} ({shown(scenarios['split_sha256'])})"
+                if scenarios["split_file"]
+                else NOT_RECORDED
+            ),
         ),
         (
             "splits, sources",
