@@ -1,6 +1,7 @@
 """Shared fixtures: the packaged default model (prepared once) and tiny scenario sources."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,14 @@ import pytest
 from argen.models import DEFAULT_MODEL, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    """Torch's OpenMP threads sleep while they wait instead of spinning. On a shared 2-core
+    machine a spinning thread takes the core from the one doing the work: a tiny model's
+    validation pass took 10-30 s instead of 1.5 s under load. Set before any test module
+    imports torch (the OpenMP runtime reads it once, when loaded); subprocesses inherit it."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ def query(url: str) -> list:
     return asyncio.run(run())
 
 
+@pytest.mark.slow  # starts a PostgreSQL server twice: the full suite, not make quick
 def test_cluster_starts_serves_the_prefect_database_and_restarts(cluster_root, tmp_path):
     proc = start_postgres(cluster_root, tmp_path / "pg.log")
     try:

@@ -15,8 +15,8 @@ from argen.data.proposals import MEASURED
 from argen.data.schema import SCENARIO_COLUMNS, SPLITS
 from argen.errors import ArgenError
 from argen.hashing import file_sha256
-from argen.judging.embeddings import embed
 from tests.conftest import REPO, scenario, write_jsonl
+from tests.data.conftest import EMBED, REAL_SOURCES, looked_up
 
 PARAPHRASES = [
     (
@@ -166,9 +166,13 @@ def test_planted_paraphrases_are_caught_and_distinct_prompts_kept(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def curated_data(tmp_path_factory):
+def curated_data(tmp_path_factory, real_vectors):
+    """The real scenarios curated, their vectors looked up (encoded once a session); the
+    identical-bytes test below curates them again with the encoder itself."""
     out = tmp_path_factory.mktemp("curated") / "out"
-    return curate(config_for(REPO / "data" / "scenarios"), out)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(EMBED, looked_up(real_vectors))
+        return curate(config_for(REAL_SOURCES), out)
 
 
 def test_real_data_splits_schema_and_counts(curated_data):
@@ -186,9 +190,9 @@ def test_real_data_splits_schema_and_counts(curated_data):
         assert file_sha256(curated_data / name) == digest
 
 
-def test_related_prompts_never_straddle_splits(curated_data):
+def test_related_prompts_never_straddle_splits(curated_data, real_vectors):
     frame = pd.concat(pd.read_parquet(curated_data / f"{s}.parquet") for s in SPLITS)
-    vectors = embed(frame["prompt"].tolist())
+    vectors = looked_up(real_vectors)(frame["prompt"].tolist())
     similarity = vectors @ vectors.T
     split = frame["split"].to_numpy()
     related = similarity >= CurateConfig().related_threshold
@@ -196,13 +200,14 @@ def test_related_prompts_never_straddle_splits(curated_data):
 
 
 def test_same_inputs_and_seed_give_identical_bytes(curated_data, tmp_path):
-    again = curate(config_for(REPO / "data" / "scenarios"), tmp_path / "again")
+    again = curate(config_for(REAL_SOURCES), tmp_path / "again")  # encoded anew
     for path in curated_data.iterdir():
         assert path.read_bytes() == (again / path.name).read_bytes(), path.name
 
 
-def test_other_seed_gives_other_split(curated_data, tmp_path):
-    other = curate(config_for(REPO / "data" / "scenarios", seed=99), tmp_path / "other")
+def test_other_seed_gives_other_split(curated_data, tmp_path, real_vectors, monkeypatch):
+    monkeypatch.setattr(EMBED, looked_up(real_vectors))  # the seed only moves the split
+    other = curate(config_for(REAL_SOURCES, seed=99), tmp_path / "other")
     a = pd.read_parquet(curated_data / "test.parquet")["id"]
     b = pd.read_parquet(other / "test.parquet")["id"]
     assert set(a) != set(b)

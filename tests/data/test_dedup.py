@@ -9,10 +9,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from argen.config import CurateConfig
-from argen.data.curate import curate_frames, validate
-from argen.data.dedup import drop_exact_duplicates, near_duplicates
-from argen.data.sources import read_sources
-from tests.conftest import REPO, scenario
+from argen.data.curate import curate_frames
+from argen.data.dedup import near_duplicates
+from tests.conftest import scenario
 
 
 def dense_reference(vectors, threshold, related_threshold):
@@ -77,21 +76,12 @@ def test_single_and_empty_inputs():
     assert len(none.duplicate_of) == 0 and len(none.groups) == 0
 
 
-@pytest.fixture(scope="module")
-def real_vectors():
-    """MiniLM embeddings of data/scenarios after validation and exact deduplication."""
-    from argen.judging.embeddings import embed
-
-    _, rows = read_sources([REPO / "data" / "scenarios"])
-    scenarios, _ = validate(rows, CurateConfig())
-    scenarios, _ = drop_exact_duplicates(scenarios)
-    return embed(scenarios["prompt"].tolist())
-
-
 @pytest.mark.parametrize(("threshold", "related"), [(0.92, 0.8), (0.7, 0.6), (0.6, 0.5)])
 @pytest.mark.parametrize("block", [64, 2048])
 def test_real_data_matches_the_dense_computation(real_vectors, threshold, related, block):
-    found = assert_same_as_dense(real_vectors, threshold, related, block)
+    """On the MiniLM vectors of data/scenarios after validation and exact deduplication."""
+    vectors = np.stack(list(real_vectors.values()))
+    found = assert_same_as_dense(vectors, threshold, related, block)
     if threshold < 0.7:  # lower thresholds so that the real data has duplicates and groups
         assert (found.duplicate_of >= 0).sum() > 10 and len(set(found.groups)) < 0.9 * len(
             found.groups

@@ -7,13 +7,13 @@ prompts, so a known share of judgements fails.
 import json
 
 import pytest
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from argen.errors import JudgeOutage
 from argen.evaluation.evaluate import read_scenarios
 from argen.judging.openai import OpenAIJudge
 from argen.judging.scoring import check_failures, check_so_far, reward_check_due, wilson_lower
 from argen.training.validation import ValidationCallback
+from tests.tiny_models import tiny_model
 from tests.training.test_train import split_file, tiny
 
 CHEST, CUT = "crushing chest pain", "small cut"  # two of the four prompts of `split_file`
@@ -54,9 +54,9 @@ def test_rewards_are_checked_once_one_failure_is_within_the_limit():
 
 
 @pytest.fixture(scope="module")
-def policy(default_model_dir):
-    model = AutoModelForCausalLM.from_pretrained(default_model_dir)
-    return model, AutoTokenizer.from_pretrained(default_model_dir)
+def policy():
+    """A tiny random Llama: the policy's answers do not matter here, the judge's failures do."""
+    return tiny_model("llama-3.2-1b")
 
 
 def validator(server, tmp_path, policy, limit: float) -> ValidationCallback:
