@@ -8,6 +8,7 @@ from argen.data import demonstrations
 from argen.data.demonstrations import pair_with_train, read_demonstrations
 from argen.errors import ArgenError
 from tests.conftest import write_jsonl
+from tests.data.conftest import EMBED, looked_up
 
 
 def test_a_folder_of_files_is_read_whole(tmp_path):
@@ -54,6 +55,6 @@ def test_only_train_prompts_are_paired():
         pair_with_train(train.assign(split="test"), demos)
 
 
-@pytest.mark.slow  # curates the bundled scenarios (embeddings): about a minute
-def test_the_committed_demonstrations_match_their_card():
+def test_the_committed_demonstrations_match_their_card(real_vectors, monkeypatch):
+    monkeypatch.setattr(EMBED, looked_up(real_vectors))  # the curation's vectors, encoded once
     assert demonstrations.main(["--check"]) == 0
