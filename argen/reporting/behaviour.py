@@ -107,10 +107,10 @@ def dimension_stats(paired: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def holm_audit(behaviours: pd.DataFrame, dimensions: pd.DataFrame, alpha: float) -> None:
+def holm_audit(behaviours: pd.DataFrame, dimensions: pd.DataFrame) -> None:
     """Holm-adjust the audit's family (every behaviour and dimension rate) in place."""
     pvalues = np.concatenate([behaviours["p_mcnemar"], dimensions["p_mcnemar"]])
-    adjusted = holm_adjust(pvalues, alpha)
+    adjusted = holm_adjust(pvalues)
     behaviours["p_holm"] = adjusted[: len(behaviours)]
     dimensions["p_holm"] = adjusted[len(behaviours) :]
 

@@ -191,10 +191,10 @@ def violation_stats(paired: pd.DataFrame, with_p: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def holm(scores: pd.DataFrame, violations: pd.DataFrame, alpha: float) -> None:
+def holm(scores: pd.DataFrame, violations: pd.DataFrame) -> None:
     """Holm-adjust the whole family of p-values in place (column ``p_holm``)."""
     pvalues = np.concatenate([scores["p_wilcoxon"].to_numpy(), violations["p_mcnemar"].to_numpy()])
-    adjusted = holm_adjust(pvalues, alpha)
+    adjusted = holm_adjust(pvalues)
     scores["p_holm"] = adjusted[: len(scores)]
     violations["p_holm"] = adjusted[len(scores) :]
 
@@ -356,12 +356,12 @@ def compare(
     paired = behaviour.audited(paired, grader)
     scores = score_stats(paired, config)
     violations = violation_stats(paired)
-    holm(scores, violations, config.alpha)
+    holm(scores, violations)
     models = model_facts(paired)
     indicators = indicator_stats(paired)
     behaviours = behaviour.behaviour_stats(paired)
     dimensions = behaviour.dimension_stats(paired)
-    behaviour.holm_audit(behaviours, dimensions, config.alpha)
+    behaviour.holm_audit(behaviours, dimensions)
     judges = (
         [reward_judge]
         if reward_judge
