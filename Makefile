@@ -53,7 +53,7 @@ $(CHROMIUM_STAMP): $(STAMP)
 test: lint $(CHROMIUM_STAMP) $(POSTGRES_STAMP)
 	$(BIN)/pytest
 
-# The fast tier, for a developer's loop: no real policy model, no server (about 70 s on 2 cores).
+# The fast tier, for a developer's loop: no real policy model, no server (about 85 s on 2 cores).
 quick: $(STAMP)
 	$(BIN)/pytest -m "not slow" -q
 
