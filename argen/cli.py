@@ -50,6 +50,28 @@ def _add_out_args(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+def _add_judge_parser(sub) -> None:
+    """`argen judge FILE`: judge answers a team already has."""
+    judge = sub.add_parser(
+        "judge", help="judge existing answers (prompt, response rows) -> results.parquet, summary"
+    )
+    _add_config_args(judge)
+    judge.add_argument(
+        "responses",
+        type=Path,
+        help="a .jsonl, .csv or .parquet file with prompt and response columns (optional: id, "
+        "tier, scope, category, source)",
+    )
+    judge.add_argument("--label", help="name of the answers' model (default: the file's name)")
+    judge.add_argument(
+        "--tier", choices=TIERS, help="tier of the rows that name none (else they are an error)"
+    )
+    judge.add_argument(
+        "--scope", choices=SCOPES, help="scope of the rows that name none (else they are an error)"
+    )
+    _add_out_args(judge, "keyed under root")
+
+
 def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="argen", description=__doc__)
     _add_verbose(parser, False)
@@ -78,24 +100,7 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
     evaluate.add_argument("--label", default=None, help="name of the model in the results")
     _add_out_args(evaluate, "keyed under root")
 
-    judge = sub.add_parser(
-        "judge", help="judge existing answers (prompt, response rows) -> results.parquet, summary"
-    )
-    _add_config_args(judge)
-    judge.add_argument(
-        "responses",
-        type=Path,
-        help="a .jsonl, .csv or .parquet file with prompt and response columns (optional: id, "
-        "tier, scope, category, source)",
-    )
-    judge.add_argument("--label", help="name of the answers' model (default: the file's name)")
-    judge.add_argument(
-        "--tier", choices=TIERS, help="tier of the rows that name none (else they are an error)"
-    )
-    judge.add_argument(
-        "--scope", choices=SCOPES, help="scope of the rows that name none (else they are an error)"
-    )
-    _add_out_args(judge, "keyed under root")
+    _add_judge_parser(sub)
 
     train = sub.add_parser("train", help="GRPO + LoRA on the train split -> adapter directory")
     _add_config_args(train)

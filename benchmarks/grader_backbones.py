@@ -30,7 +30,9 @@ def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
     """Train, measure, save and probe one variant; its figures."""
     backbone, _, mode = variant.partition(":")
     tuned = mode == "finetune"
-    torch.cuda.reset_peak_memory_stats() if torch.cuda.is_available() else None
+    gpu = torch.cuda.is_available()
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     if tuned:
         model, tokenizer = fit(train, backbone, epochs=epochs)
@@ -49,9 +51,7 @@ def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
         "folder": str(folder),
         "train_seconds": round(seconds, 1),
         "probe_seconds": round(time.perf_counter() - started, 1),
-        "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1)
-        if torch.cuda.is_available()
-        else None,
+        "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if gpu else None,
         "f1": {k: round(v["f1"], 3) for k, v in figures["propositions"].items()},
         "quality_accuracy": round(figures["quality_accuracy"], 3),
         "pairwise": round(figures["pairwise"]["better_scored_higher"], 3),
@@ -74,7 +74,8 @@ def main() -> None:
         results.append(run_variant(variant, train, held, args.out, args.epochs))
         log.info("%s", json.dumps(results[-1]))
         (args.out / "figures.json").write_text(json.dumps(results, indent=2) + "\n")
-        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

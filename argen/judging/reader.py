@@ -121,6 +121,11 @@ class Reader(nn.Module):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
 
 
+def device() -> str:
+    """Where a grader runs and trains: the GPU where there is one."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def backbone_dir(name: str) -> Path:
     """The transformers folder of a backbone: the packaged encoder, or any model spec
     `argen.models.resolve_model` knows (a packaged policy, a local folder, a hub id)."""
@@ -186,8 +191,7 @@ def verify(folder: Path) -> dict:
 def load_reader(folder: Path = PACKAGED) -> tuple[Reader, object, dict]:
     """A trained grader (eval mode, on the GPU where there is one), its tokenizer and record."""
     meta = verify(folder)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    encoder, tokenizer = load_backbone(meta["backbone"], device)
+    encoder, tokenizer = load_backbone(meta["backbone"], device())
     if (folder / "adapter_config.json").is_file():
         encoder = PeftModel.from_pretrained(encoder, folder).merge_and_unload()
     model = reader_over(encoder)
@@ -197,7 +201,7 @@ def load_reader(folder: Path = PACKAGED) -> tuple[Reader, object, dict]:
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it") from exc
     if unexpected or any(not k.startswith("encoder.") for k in missing):
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it")
-    return model.to(device).eval(), tokenizer, meta
+    return model.to(device()).eval(), tokenizer, meta
 
 
 @torch.inference_mode()
@@ -210,7 +214,7 @@ def predict(
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start : start + batch_size]
         batch = encode(tokenizer, [p for p, _ in chunk], [r for _, r in chunk], device)
-        p, q = model.heads(model.pooled(**batch).float())
+        p, q = model.heads(model.pooled(**batch))
         props.append(torch.sigmoid(p.float()).cpu().numpy())
         quality.append(torch.softmax(q.float(), -1).cpu().numpy())
     if not props:

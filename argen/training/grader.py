@@ -36,6 +36,7 @@ from argen.judging.reader import (
     OUTPUTS,
     PACKAGED,
     Reader,
+    device,
     encode,
     load_backbone,
     predict,
@@ -54,10 +55,6 @@ def targets(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     has_off = frame["has_off_domain"].astype("float64").to_numpy()[:, None]
     quality = frame["quality"].map(QUALITIES.index).to_numpy()
     return np.concatenate([props, has_off], axis=1), quality
-
-
-def device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def new_reader(backbone: str, tuned: bool) -> tuple[Reader, object]:
