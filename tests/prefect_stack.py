@@ -90,6 +90,12 @@ def recipe(tmp_path_factory, judge_server):
             for i, (p, t, s, c) in enumerate(PROMPTS)
         ],
     )
+    # One answer per prompt: the warm start pairs those of the train split.
+    demonstrations = root / "demonstrations.jsonl"
+    write_jsonl(
+        demonstrations,
+        [{"id": f"p{i}", "response": f"A short careful answer number {i}."} for i in range(8)],
+    )
     path = root / "tiny.yaml"
     path.write_text(
         json.dumps(
@@ -108,6 +114,13 @@ def recipe(tmp_path_factory, judge_server):
                     "mode": "combined",
                 },
                 "generation": {"max_new_tokens": 8, "batch_size": 4},
+                "sft": {
+                    "enabled": True,
+                    "demonstrations": str(demonstrations),
+                    "epochs": 1,
+                    "batch_size": 2,
+                    "learning_rate": 5.0e-5,
+                },
                 "train": {
                     # Orchestration, caching and release are under test, not learning: a small
                     # step keeps each run's model next to the base whatever the default's rate.
@@ -121,8 +134,9 @@ def recipe(tmp_path_factory, judge_server):
                     "validation_prompts": 2,
                     "wandb_mode": "disabled",
                 },
-                # As the gpu recipe: training and every evaluation on the gpu pool.
+                # As the gpu recipe: warm start, training and every evaluation on the gpu pool.
                 "orchestration": {
+                    "sft_deployment": "argen-sft/sft-gpu",
                     "train_deployment": "argen-train/train-gpu",
                     "evaluate_deployment": "argen-evaluate/evaluate-gpu",
                     "stage_timeout_s": 900,

@@ -20,12 +20,13 @@ from prefect.states import Scheduled
 
 from argen.config import load_config
 from argen.pipeline import stage_out
+from tasks.stages import TITLES
 from tests.conftest import write_jsonl
 from tests.prefect_stack import TERMINAL, deployment_id
 
 pytestmark = pytest.mark.slow
 
-STAGES = {"curate", "evaluate", "train", "merge", "report"}
+STAGES = {"curate", "evaluate", "sft", "train", "merge", "report"}
 RETRY_LINE = re.compile(r"Task run failed with .* - Retry \d+/\d+")
 
 
@@ -75,11 +76,23 @@ def children(api: httpx.Client, run: dict) -> list[dict]:
     return response.json()
 
 
+def deployment_name(api: httpx.Client, run: dict) -> str:
+    return api.get(f"/deployments/{run['deployment_id']}").json()["name"]
+
+
+def stage_of(task_name: str) -> str | None:
+    """The stage a task run belongs to, by its title (``evaluate baseline``, ``warm start``)."""
+    for stage, title in TITLES.items():
+        if task_name.startswith(title.split("{")[0].strip()):
+            return stage
+    return None
+
+
 def stage_states(api: httpx.Client, run: dict) -> dict[str, list[str]]:
     """State names of every stage task of a pipeline run and of the runs it started."""
     states: dict[str, list[str]] = {}
     for task in task_runs(api, [run["id"], *(c["id"] for c in children(api, run))]):
-        stage = task["name"].split()[0]
+        stage = stage_of(task["name"])
         if stage in STAGES:
             states.setdefault(stage, []).append(task["state"]["name"])
     return states
@@ -122,11 +135,12 @@ def test_pipeline_runs_caches_and_reruns(stack, recipe, judge_server):
     assert not (home / "prefect.db").exists()  # the server's database is PostgreSQL
     started = children(api, first)
     assert first["work_pool_name"] == "cpu"
-    # A GPU recipe: training and both evaluations ran through the gpu pool's deployments.
-    assert sorted(c["work_pool_name"] for c in started) == ["gpu"] * 3
+    # A GPU recipe: warm start, training and both evaluations ran through the gpu pool's
+    # deployments.
+    assert sorted(c["work_pool_name"] for c in started) == ["gpu"] * 4
     assert all(c["state"]["type"] == "COMPLETED" for c in started)
-    labels = sorted(c["parameters"].get("label", "train") for c in started)
-    assert labels == ["aligned", "baseline", "train"]
+    labels = sorted(c["parameters"].get("label", deployment_name(api, c)) for c in started)
+    assert labels == ["aligned", "baseline", "sft-gpu", "train-gpu"]
     assert first["state"]["name"] in ("Promoted", "Gate failed"), first["state"]
     gpu = api.get("/work_pools/gpu").json()
     assert gpu["concurrency_limit"] == 1
