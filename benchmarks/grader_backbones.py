@@ -6,7 +6,9 @@ A variant is BACKBONE[:finetune], BACKBONE being `all-MiniLM-L6-v2` (the package
 model spec (e.g. qwen2.5-coder-0.5b-instruct). Each is trained on the labelled items of
 train-split prompts (`argen.training.grader`), measured on those of validation-split prompts
 (held out by prompt) and on the probe suite v2, and saved as a grader folder under DIR, with
-DIR/figures.json holding every variant's figures and timings. Every choice is made on the
+DIR/figures.json holding every variant's figures and timings. A variant `trained:FOLDER` is a
+grader trained earlier: measured and probed the same way on today's labels, not trained (the
+"before" of a round of new labels). Every choice is made on the
 validation split and the probes; the test split is not read.
 """
 
@@ -20,36 +22,48 @@ import torch
 
 from argen.data.labels import LABELS, read_labels
 from argen.judging.probes import read_pairs, score_pairs, win_rates
-from argen.judging.reader import ReaderJudge
+from argen.judging.reader import ReaderJudge, load_reader
 from argen.training.grader import fit, fit_heads, held_out_split, measure, save
 
 log = logging.getLogger("grader_backbones")
 
 
-def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
-    """Train, measure, save and probe one variant; its figures."""
-    backbone, _, mode = variant.partition(":")
-    tuned = mode == "finetune"
-    gpu = torch.cuda.is_available()
-    if gpu:
-        torch.cuda.reset_peak_memory_stats()
-    started = time.perf_counter()
+def train_variant(
+    backbone: str, tuned: bool, train, held, out: Path, epochs: int
+) -> tuple[Path, dict]:
+    """A grader trained on `train` and saved under `out`; its folder and held-out figures."""
     if tuned:
         model, tokenizer = fit(train, backbone, epochs=epochs)
     else:
         model, tokenizer = fit_heads(train, backbone)
-    seconds = time.perf_counter() - started
     figures = measure(model, tokenizer, held)
     name = f"reader-{backbone.split('/')[-1].lower()}{'-tuned' if tuned else ''}"
     settings = {"encoder": "tuned (LoRA)" if tuned else "as packaged", "seed": 0}
-    folder = save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone)
-    del model
+    return save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone), figures
+
+
+def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
+    """Train, measure, save and probe one variant; its figures."""
+    backbone, _, mode = variant.partition(":")
+    gpu = torch.cuda.is_available()
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    seconds = None  # a grader trained earlier is not trained here
+    if backbone == "trained":
+        folder = Path(mode)
+        model, tokenizer, _ = load_reader(folder)
+        figures = measure(model, tokenizer, held)
+    else:
+        folder, figures = train_variant(backbone, mode == "finetune", train, held, out, epochs)
+        seconds = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
     table = win_rates(score_pairs(ReaderJudge(folder), read_pairs()))
     return {
         "variant": variant,
         "folder": str(folder),
-        "train_seconds": round(seconds, 1),
+        "held_out_items": len(held),
+        "train_seconds": seconds,
         "probe_seconds": round(time.perf_counter() - started, 1),
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if gpu else None,
         "f1": {k: round(v["f1"], 3) for k, v in figures["propositions"].items()},

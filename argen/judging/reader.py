@@ -170,7 +170,10 @@ def verify(folder: Path) -> dict:
     """The grader's record, after checking each file against its recorded SHA-256."""
     meta_path = folder / META
     if not meta_path.is_file():
-        raise ArgenError(f"{folder} is not a trained reader grader (no {META})")
+        raise ArgenError(
+            f"{folder} is not a trained reader grader (no {META}); train one with `python -m "
+            f"argen.training.grader --backbone BACKBONE --out {folder}`"
+        )
     try:
         meta = json.loads(meta_path.read_text())
         files = dict(meta["files"])

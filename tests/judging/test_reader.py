@@ -170,7 +170,7 @@ def test_a_causal_lm_backbone_reads_with_heads_alone_and_ships_no_adapter(tmp_pa
 
 
 def test_a_folder_without_a_record_is_not_a_grader(tmp_path):
-    with pytest.raises(ArgenError, match="not a trained reader grader"):
+    with pytest.raises(ArgenError, match=r"not a trained reader grader .* argen.training.grader"):
         verify(tmp_path)
 
 
