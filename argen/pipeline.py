@@ -74,11 +74,14 @@ class Stage:
     options: tuple[str, ...] = ()
     where: Callable[[Config, str, str, dict[str, Any]], Path] = _in_artifacts
 
+    def parts(self, config: Config, /, **inputs: Any) -> dict[str, Any]:
+        """What this stage's key hashes for these (resolved) inputs, before hashing."""
+        keyed = {k: v for k, v in inputs.items() if k not in self.options}
+        return {**self.key(config, **keyed), "code": code_version()}
+
     def folder(self, config: Config, /, **inputs: Any) -> Path:
         """The content-keyed folder of this stage's output for these (resolved) inputs."""
-        keyed = {k: v for k, v in inputs.items() if k not in self.options}
-        key = json_sha256({**self.key(config, **keyed), "code": code_version()})
-        return self.where(config, self.name, key, inputs)
+        return self.where(config, self.name, json_sha256(self.parts(config, **inputs)), inputs)
 
 
 def _curate_key(config: Config) -> dict[str, Any]:
@@ -281,6 +284,12 @@ def _resolved(inputs: dict[str, Any]) -> dict[str, Any]:
 def stage_out(name: str, config: Config, /, **inputs: Any) -> Path:
     """The keyed folder `run_stage` would use for these inputs, without running anything."""
     return stage(name).folder(config, **_resolved(inputs))
+
+
+def stage_parts(name: str, config: Config, /, **inputs: Any) -> dict[str, Any]:
+    """What stage `name`'s key hashes for these inputs (content hashes of the input files,
+    settings, code version): two of them differ exactly where an input changed."""
+    return stage(name).parts(config, **_resolved(inputs))
 
 
 def is_complete(name: str, out: Path) -> bool:

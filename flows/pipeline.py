@@ -14,7 +14,7 @@ from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 from argen.outputs import Report, ReportSummary
-from argen.pipeline import is_complete, run_pipeline, stage, stage_out
+from argen.pipeline import is_complete, run_pipeline, stage, stage_out, stage_parts
 from argen.reporting.release import Outcome, line_name, losses, release
 from flows.common import JudgeBackend, form_overrides
 from tasks import stages as t
@@ -32,6 +32,7 @@ deployment (the train deployment merges too: its merge is then found complete he
 def on_deployment(deployment: str, name: str, config: Config, /, **inputs: Any) -> dict:
     """Stage `name` as the deployment `deployment` (on its own work pool), handed the resolved
     config; waits for it and returns the stage's reference. Anything but Completed is an error."""
+    before = stage_parts(name, config, **inputs)
     out = stage_out(name, config, **inputs)
     reused = is_complete(name, out)
     parameters: dict[str, Any] = {k: str(v) for k, v in inputs.items()}
@@ -43,7 +44,34 @@ def on_deployment(deployment: str, name: str, config: Config, /, **inputs: Any) 
         run = cast(FlowRun, run_deployment(deployment, parameters=parameters, timeout=timeout))
         if not run.state or not run.state.is_completed():
             raise ArgenError(f"deployment {deployment} ended {run.state and run.state.name}")
+        out = written_output(deployment, name, config, before, out, inputs)
     return t.ref(name, out, reused)
+
+
+def written_output(
+    deployment: str, name: str, config: Config, before: dict, out: Path, inputs: dict
+) -> Path:
+    """Where the deployment wrote stage `name`: the folder keyed before it ran, unless an input's
+    content changed meanwhile (the worker then keyed, and wrote, another folder: the changed
+    parts are named). Anything but a complete output there is an error, raised here rather than
+    at the next stage."""
+    after = stage_parts(name, config, **inputs)
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        out = stage_out(name, config, **inputs)
+        get_run_logger().warning(
+            "%s: %s changed while deployment %s ran; its output is %s",
+            name,
+            ", ".join(changed),
+            deployment,
+            out,
+        )
+    if not is_complete(name, out):
+        raise ArgenError(
+            f"deployment {deployment} completed but left no complete {name} output at {out}: "
+            "an input changed while it ran, or the worker sees other files than this flow"
+        )
+    return out
 
 
 class PrefectStages:

@@ -12,6 +12,7 @@ from prefect.utilities.callables import parameter_schema
 
 import flows.pipeline
 from argen.config import Config, JudgeConfig, load_config
+from argen.errors import ArgenError
 from flows.evaluate import flow_config
 
 
@@ -37,8 +38,10 @@ def deployments(monkeypatch):
 
     monkeypatch.setattr(flows.pipeline, "run_deployment", run_deployment)
     monkeypatch.setattr(flows.pipeline, "get_run_logger", lambda: logging.getLogger("test"))
-    monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: False)
+    # A stage's output is complete once its deployment ran (and never before).
+    monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: bool(started))
     monkeypatch.setattr(flows.pipeline, "stage_out", lambda name, config, **_: Path(f"/k/{name}"))
+    monkeypatch.setattr(flows.pipeline, "stage_parts", lambda name, config, **_: {"in": name})
     monkeypatch.setattr(flows.pipeline.t, "run", run)
     return started, tasks
 
@@ -63,6 +66,31 @@ def test_deployments_get_the_resolved_config_not_the_recipe(tmp_path, deployment
     runner.run("merge", config, model="m", adapter=Path("/k/train"))
     assert tasks == [("merge", {"model": "m", "adapter": Path("/k/train")})]
     assert [r["stage"] for r in runner.refs] == ["evaluate", "train", "merge"]
+
+
+def test_an_input_changed_while_a_deployment_ran_is_named_and_its_output_found(
+    monkeypatch, deployments, caplog
+):
+    """The worker keys a stage by its inputs' content when it starts: an input edited between
+    the flow's key and the worker's moves the output; the flow follows it and says why."""
+    started, _ = deployments
+    parts = iter([{"model": "m1", "train": "t"}, {"model": "m2", "train": "t"}])
+    monkeypatch.setattr(flows.pipeline, "stage_parts", lambda name, config, **_: next(parts))
+    outs = iter([Path("/k/before"), Path("/k/after")])
+    monkeypatch.setattr(flows.pipeline, "stage_out", lambda name, config, **_: next(outs))
+    monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: out.name == "after")
+    runner = flows.pipeline.PrefectStages()
+    with caplog.at_level(logging.WARNING):
+        out = runner.run("train", load_config("gpu"), model="m", train_split=Path("a"))
+    assert out == Path("/k/after")
+    assert "train: model changed while deployment" in caplog.text
+
+
+def test_a_deployment_that_leaves_no_complete_output_is_an_error_at_once(monkeypatch, deployments):
+    monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: False)
+    runner = flows.pipeline.PrefectStages()
+    with pytest.raises(ArgenError, match="left no complete train output at /k/train"):
+        runner.run("train", load_config("gpu"), model="m", train_split=Path("a"))
 
 
 def test_without_deployments_every_stage_is_a_task_and_training_shows_progress(deployments):

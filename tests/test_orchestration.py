@@ -237,8 +237,8 @@ def test_schedule_and_dataset_trigger(stack, recipe):
     pipeline = api.get("/deployments/name/argen-pipeline/pipeline").json()
     crons = [s["schedule"].get("cron") for s in pipeline["schedules"]]
     assert "0 3 * * 1" in crons
-    # Scheduled retraining means the gpu recipe's line (the form's default stays the demo).
-    assert [s["parameters"] for s in pipeline["schedules"]] == [{"recipe": "gpu"}]
+    # Scheduled retraining means the aligned 1.5B line (the form's default stays the demo).
+    assert [s["parameters"] for s in pipeline["schedules"]] == [{"recipe": "gpu-qwen1.5b-reader"}]
     # Pause the cpu pool so the triggered run waits instead of running the default recipe.
     assert api.patch("/work_pools/cpu", json={"is_paused": True}).status_code == 204
     before = {
@@ -279,7 +279,9 @@ def test_schedule_and_dataset_trigger(stack, recipe):
         time.sleep(1)
     assert new, "the dataset event did not start a pipeline run"
     for run_id in new:
-        assert api.get(f"/flow_runs/{run_id}").json()["parameters"]["recipe"] == "gpu"
+        assert (
+            api.get(f"/flow_runs/{run_id}").json()["parameters"]["recipe"] == "gpu-qwen1.5b-reader"
+        )
     for run_id in new:
         api.delete(f"/flow_runs/{run_id}")
     assert api.patch("/work_pools/cpu", json={"is_paused": False}).status_code == 204
