@@ -16,7 +16,9 @@ from argen.errors import ArgenError
 from flows.evaluate import flow_config
 
 
-@pytest.mark.parametrize("recipe", ["default", "gpu", "gpu-qwen0.5b", "gpu-qwen1.5b"])
+@pytest.mark.parametrize(
+    "recipe", ["default", "gpu", "gpu-qwen0.5b", "gpu-qwen1.5b", "gpu-qwen1.5b-reader"]
+)
 def test_a_resolved_config_survives_its_trip_to_a_deployment(recipe):
     config = load_config(recipe, ["train.max_steps=3"])
     assert flow_config(config.model_dump(mode="json"), "default", None) == config
