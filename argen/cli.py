@@ -50,6 +50,20 @@ def _add_out_args(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+def _add_curate_parser(sub) -> None:
+    """`argen curate`: scenario sources into the split parquets."""
+    curate = sub.add_parser("curate", help="scenario sources -> train/validation/test parquets")
+    _add_config_args(curate)
+    curate.add_argument(
+        "--source",
+        type=Path,
+        action="append",
+        help="a source file, folder, datasets folder or hub:ID@SPLIT, in place of "
+        "curate.sources (repeatable)",
+    )
+    _add_out_args(curate, "keyed under root")
+
+
 def _add_judge_parser(sub) -> None:
     """`argen judge FILE`: judge answers a team already has."""
     judge = sub.add_parser(
@@ -80,16 +94,7 @@ def build_parser(extra: dict[str, Callable] | None = None) -> argparse.ArgumentP
     run = sub.add_parser("run", help="the whole pipeline on a recipe")
     _add_config_args(run)
 
-    curate = sub.add_parser("curate", help="scenario sources -> train/validation/test parquets")
-    _add_config_args(curate)
-    curate.add_argument(
-        "--source",
-        type=Path,
-        action="append",
-        help="a source file, folder, datasets folder or hub:ID@SPLIT, in place of "
-        "curate.sources (repeatable)",
-    )
-    _add_out_args(curate, "keyed under root")
+    _add_curate_parser(sub)
 
     evaluate = sub.add_parser("evaluate", help="generate + judge -> results.parquet, summary")
     _add_config_args(evaluate)

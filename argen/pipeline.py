@@ -74,14 +74,16 @@ class Stage:
     options: tuple[str, ...] = ()
     where: Callable[[Config, str, str, dict[str, Any]], Path] = _in_artifacts
 
-    def parts(self, config: Config, /, **inputs: Any) -> dict[str, Any]:
-        """What this stage's key hashes for these (resolved) inputs, before hashing."""
+    def keyed(self, config: Config, /, **inputs: Any) -> tuple[dict[str, Any], Path]:
+        """What this stage's key hashes for these (resolved) inputs, and the content-keyed
+        folder it names (one pass over the input files)."""
         keyed = {k: v for k, v in inputs.items() if k not in self.options}
-        return {**self.key(config, **keyed), "code": code_version()}
+        parts = {**self.key(config, **keyed), "code": code_version()}
+        return parts, self.where(config, self.name, json_sha256(parts), inputs)
 
     def folder(self, config: Config, /, **inputs: Any) -> Path:
         """The content-keyed folder of this stage's output for these (resolved) inputs."""
-        return self.where(config, self.name, json_sha256(self.parts(config, **inputs)), inputs)
+        return self.keyed(config, **inputs)[1]
 
 
 def _curate_key(config: Config) -> dict[str, Any]:
@@ -286,10 +288,11 @@ def stage_out(name: str, config: Config, /, **inputs: Any) -> Path:
     return stage(name).folder(config, **_resolved(inputs))
 
 
-def stage_parts(name: str, config: Config, /, **inputs: Any) -> dict[str, Any]:
+def stage_key(name: str, config: Config, /, **inputs: Any) -> tuple[dict[str, Any], Path]:
     """What stage `name`'s key hashes for these inputs (content hashes of the input files,
-    settings, code version): two of them differ exactly where an input changed."""
-    return stage(name).parts(config, **_resolved(inputs))
+    settings, code version; two of them differ exactly where an input changed) and the folder
+    it names, `stage_out`'s."""
+    return stage(name).keyed(config, **_resolved(inputs))
 
 
 def is_complete(name: str, out: Path) -> bool:

@@ -14,7 +14,7 @@ from argen import console
 from argen.config import Config, load_config
 from argen.errors import ArgenError
 from argen.outputs import Report, ReportSummary
-from argen.pipeline import is_complete, run_pipeline, stage, stage_out, stage_parts
+from argen.pipeline import is_complete, run_pipeline, stage, stage_key
 from argen.reporting.release import Outcome, line_name, losses, release
 from flows.common import JudgeBackend, form_overrides
 from tasks import stages as t
@@ -32,8 +32,7 @@ deployment (the train deployment merges too: its merge is then found complete he
 def on_deployment(deployment: str, name: str, config: Config, /, **inputs: Any) -> dict:
     """Stage `name` as the deployment `deployment` (on its own work pool), handed the resolved
     config; waits for it and returns the stage's reference. Anything but Completed is an error."""
-    before = stage_parts(name, config, **inputs)
-    out = stage_out(name, config, **inputs)
+    before, out = stage_key(name, config, **inputs)
     reused = is_complete(name, out)
     parameters: dict[str, Any] = {k: str(v) for k, v in inputs.items()}
     parameters["config"] = config.model_dump(mode="json")
@@ -55,10 +54,10 @@ def written_output(
     content changed meanwhile (the worker then keyed, and wrote, another folder: the changed
     parts are named). Anything but a complete output there is an error, raised here rather than
     at the next stage."""
-    after = stage_parts(name, config, **inputs)
+    after, moved = stage_key(name, config, **inputs)
     if after != before:
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-        out = stage_out(name, config, **inputs)
+        out = moved
         get_run_logger().warning(
             "%s: %s changed while deployment %s ran; its output is %s",
             name,

@@ -42,8 +42,9 @@ def deployments(monkeypatch):
     monkeypatch.setattr(flows.pipeline, "get_run_logger", lambda: logging.getLogger("test"))
     # A stage's output is complete once its deployment ran (and never before).
     monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: bool(started))
-    monkeypatch.setattr(flows.pipeline, "stage_out", lambda name, config, **_: Path(f"/k/{name}"))
-    monkeypatch.setattr(flows.pipeline, "stage_parts", lambda name, config, **_: {"in": name})
+    monkeypatch.setattr(
+        flows.pipeline, "stage_key", lambda name, config, **_: ({"in": name}, Path(f"/k/{name}"))
+    )
     monkeypatch.setattr(flows.pipeline.t, "run", run)
     return started, tasks
 
@@ -76,10 +77,13 @@ def test_an_input_changed_while_a_deployment_ran_is_named_and_its_output_found(
     """The worker keys a stage by its inputs' content when it starts: an input edited between
     the flow's key and the worker's moves the output; the flow follows it and says why."""
     started, _ = deployments
-    parts = iter([{"model": "m1", "train": "t"}, {"model": "m2", "train": "t"}])
-    monkeypatch.setattr(flows.pipeline, "stage_parts", lambda name, config, **_: next(parts))
-    outs = iter([Path("/k/before"), Path("/k/after")])
-    monkeypatch.setattr(flows.pipeline, "stage_out", lambda name, config, **_: next(outs))
+    keys = iter(
+        [
+            ({"model": "m1", "train": "t"}, Path("/k/before")),
+            ({"model": "m2", "train": "t"}, Path("/k/after")),
+        ]
+    )
+    monkeypatch.setattr(flows.pipeline, "stage_key", lambda name, config, **_: next(keys))
     monkeypatch.setattr(flows.pipeline, "is_complete", lambda name, out: out.name == "after")
     runner = flows.pipeline.PrefectStages()
     with caplog.at_level(logging.WARNING):

@@ -332,6 +332,21 @@ def evaluate_gate(
     return results
 
 
+def load_comparable(
+    baseline: Path, aligned: Path, allow_mismatch: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Both results files and what makes them not comparable (an error unless allowed)."""
+    base, base_summary = load(baseline)
+    other, other_summary = load(aligned)
+    found = mismatches(base, other, base_summary, other_summary)
+    if found and not allow_mismatch:
+        raise ArgenError(
+            "the results are not comparable (set report.allow_mismatch=true to "
+            "compare anyway):\n  " + "\n  ".join(found)
+        )
+    return base, other, found
+
+
 def compare(
     baseline: Path,
     aligned: Path,
@@ -342,14 +357,7 @@ def compare(
     """Pair, check and compare two results files, and audit both models' answers with `grader`.
     `reward_judge` names the judge training optimised (its record's); without it, the judge that
     scored the results stands for it."""
-    base, base_summary = load(baseline)
-    other, other_summary = load(aligned)
-    found = mismatches(base, other, base_summary, other_summary)
-    if found and not config.allow_mismatch:
-        raise ArgenError(
-            "the results are not comparable (set report.allow_mismatch=true to "
-            "compare anyway):\n  " + "\n  ".join(found)
-        )
+    base, other, found = load_comparable(baseline, aligned, config.allow_mismatch)
     paired = pair(base, other)
     if paired.empty:
         raise ArgenError("the two results files share no scenario ids")
@@ -362,14 +370,10 @@ def compare(
     behaviours = behaviour.behaviour_stats(paired)
     dimensions = behaviour.dimension_stats(paired)
     behaviour.holm_audit(behaviours, dimensions)
-    judges = (
-        [reward_judge]
-        if reward_judge
-        else sorted({*base["judge"].dropna(), *other["judge"].dropna()})
-    )
-    audit = behaviour.audit_record(grader, judges)
+    scored_by = sorted({*base["judge"].dropna(), *other["judge"].dropna()})
+    audit = behaviour.audit_record(grader, [reward_judge] if reward_judge else scored_by)
     judge = {
-        "name": ", ".join(sorted({*base["judge"].dropna(), *other["judge"].dropna()})),
+        "name": ", ".join(scored_by),
         "rubric_version": ", ".join(sorted({*base["rubric_version"].dropna().astype(str)})),
     }
     calls = verdict(scores, config.alpha)
