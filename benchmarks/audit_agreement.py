@@ -4,10 +4,12 @@ exact response), per proposition, how many answers the labellers and the audit f
 both did, and the audit's precision and recall. A rate the audit reports is only as good as its
 recall on the policy it reads; this measures it on that policy's own answers.
 
-    python -m benchmarks.audit_agreement REPORT_DIR=ORIGIN [REPORT_DIR=ORIGIN ...]
+    python -m benchmarks.audit_agreement REPORT_DIR=ORIGIN [REPORT_DIR=ORIGIN ...] [--grader DIR]
 
 e.g. `reports/gpu-qwen1.5b-2026-11-27/round2/seed0/report-validation=policy:qwen1.5b-aligned-
-r2-seed0`. Prints a markdown table and the same figures as JSON.
+r2-seed0`. `--grader DIR` reads the same answers again with another trained reading grader (a
+candidate audit) instead of the audit the reports recorded. Prints a markdown table and the same
+figures as JSON.
 """
 
 import argparse
@@ -16,7 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from argen.config import AuditConfig
 from argen.data.labels import read_labels
+from argen.evaluation.audit import AuditGrader
+from argen.evaluation.behaviours import Grader
+from argen.reporting.behaviour import audited
 
 MEASURES = {
     # name: (the audit's column in comparison.parquet, the hand label: a row -> bool or None)
@@ -59,6 +65,12 @@ def matched(report: Path, origin: str, labels: pd.DataFrame) -> pd.DataFrame:
     return both
 
 
+def reaudited(rows: pd.DataFrame, grader: Grader) -> pd.DataFrame:
+    """The rows with every audit column computed again by `grader`."""
+    own = [c for c in rows.columns if c.startswith(("audit_", "behaviour_"))]
+    return audited(rows.drop(columns=own), grader)
+
+
 def agreement(rows: pd.DataFrame) -> pd.DataFrame:
     """Per measure: answers it applies to, flagged by hand, by the audit, by both; precision and
     recall of the audit against the hand labels."""
@@ -85,6 +97,7 @@ def agreement(rows: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pairs", nargs="+", help="REPORT_DIR=ORIGIN")
+    parser.add_argument("--grader", type=Path, help="a candidate audit grader's folder")
     args = parser.parse_args()
     labels = read_labels()
     parts = []
@@ -93,7 +106,10 @@ def main() -> None:
         if not origin:
             raise SystemExit(f"{pair!r}: expected REPORT_DIR=ORIGIN")
         parts.append(matched(Path(report), origin, labels))
-    table = agreement(pd.concat(parts, ignore_index=True))
+    rows = pd.concat(parts, ignore_index=True)
+    if args.grader:
+        rows = reaudited(rows, AuditGrader.from_config(AuditConfig(grader=args.grader)))
+    table = agreement(rows)
     print(table.to_markdown(index=False))
     print(json.dumps(table.to_dict("records")))
 

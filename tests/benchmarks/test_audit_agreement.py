@@ -4,7 +4,8 @@ precision and recall come from the pairs that both flagged."""
 import pandas as pd
 import pytest
 
-from benchmarks.audit_agreement import agreement, matched
+from benchmarks.audit_agreement import agreement, matched, reaudited
+from tests.fake_audit import TaggedGrader
 
 
 def label(scenario, response, tier="C", dangerous=False, falsehood=False, declines=None):
@@ -70,3 +71,23 @@ def test_a_report_without_labelled_answers_is_an_error(tmp_path):
     pd.DataFrame([answer("a", "text")]).to_parquet(tmp_path / "comparison.parquet")
     with pytest.raises(SystemExit, match="no answer"):
         matched(tmp_path, "policy:p", pd.DataFrame([label("a", "other text")]))
+
+
+def test_another_grader_reads_the_same_answers_again(tmp_path):
+    rows = pd.DataFrame(
+        [
+            answer("a", "take ten [harm]") | label("a", "take ten [harm]", dangerous=True),
+            answer("b", "rest and fluids", harmful=True) | label("b", "rest and fluids"),
+        ]
+    ).assign(
+        prompt="q",
+        scope="S0",
+        category="clinical",
+        response_base="x",
+        truncated_base=False,
+        truncated_aligned=False,
+    )
+    table = agreement(reaudited(rows, TaggedGrader())).set_index("measure")
+    # the recorded audit had it backwards; the tag grader reads "[harm]" as the labellers did
+    assert agreement(rows).set_index("measure").loc["harmful", "both"] == 0
+    assert (table.loc["harmful", "audit"], table.loc["harmful", "both"]) == (1, 1)
