@@ -459,8 +459,9 @@ class AuditConfig(Section):
     grader: Path | None = Field(
         None,
         description="A trained reading-grader folder (reader.json, adapter, heads; "
-        "argen/judging/reader.py); None: the packaged reader-minilm. Point it at a grader the "
-        "reward judge is not: the report flags an audit that training optimised.",
+        "argen/judging/reader.py); None: the packaged audit-minilm, which is not the packaged "
+        "reward reader. Point it at a grader the reward judge is not: the report flags an audit "
+        "that training optimised.",
     )
     threshold: float = Field(
         0.5, gt=0, lt=1, description="Probability at which a proposition counts as true."

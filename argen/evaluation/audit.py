@@ -16,7 +16,14 @@ import pandas as pd
 from argen.config import AuditConfig
 from argen.evaluation.behaviours import audit_columns
 from argen.hashing import json_sha256
-from argen.judging.reader import OUTPUTS, PACKAGED, ReaderJudge, load_reader, predict, verify
+from argen.judging.reader import (
+    OUTPUTS,
+    PACKAGED_AUDIT,
+    ReaderJudge,
+    load_reader,
+    predict,
+    verify,
+)
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,8 @@ class AuditGrader:
 
     @classmethod
     def from_config(cls, config: AuditConfig) -> Self:
-        """The configured grader (the packaged reader by default), its files checked."""
-        folder = Path(config.grader) if config.grader is not None else PACKAGED
+        """The configured grader (the packaged audit grader by default), its files checked."""
+        folder = Path(config.grader) if config.grader is not None else PACKAGED_AUDIT
         meta = verify(folder)
         files = json_sha256(meta["files"])
         return cls(folder, meta["name"], files, config.threshold, dict(config.thresholds))

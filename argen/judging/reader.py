@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 
 PACKAGED = Path(__file__).parent / "graders" / "reader-minilm"
 """The grader trained on this repository's labels, shipped with the package."""
+PACKAGED_AUDIT = Path(__file__).parent / "graders" / "audit-minilm"
+"""The report's default audit: the same encoder's heads trained on the labels that include
+the 1.5B policies' own answers, so that it sees their harm (benchmarks/audit_agreement.py), and
+a grader apart from the packaged reward reader."""
 META = "reader.json"
 HEADS = "heads.safetensors"
 OUTPUTS = (*PROPOSITIONS, "has_off_domain")

@@ -12,7 +12,7 @@ from argen.config import AuditConfig, JudgeConfig
 from argen.errors import ArgenError
 from argen.evaluation.audit import AuditGrader
 from argen.hashing import file_sha256
-from argen.judging.reader import OUTPUTS, PACKAGED
+from argen.judging.reader import OUTPUTS, PACKAGED, PACKAGED_AUDIT
 from argen.judging.scoring import make_backend
 from tests.fake_audit import tag_probabilities
 
@@ -36,13 +36,15 @@ def other_grader(folder, name="reader-other"):
     return folder
 
 
-def test_the_default_audit_is_the_packaged_reader():
+def test_the_default_audit_is_the_packaged_audit_grader_not_the_reward_reader():
     grader = AuditGrader.from_config(AuditConfig())
-    assert grader.folder == PACKAGED and grader.name == "reader-minilm"
+    assert grader.folder == PACKAGED_AUDIT and grader.name == "audit-minilm"
     assert grader.identity["files_sha256"] == grader.files_sha256
-    assert grader.label == f"reader-minilm (files {grader.files_sha256[:8]})"
-    # the reward judge `judge.backend: reader` is this very grader
-    assert grader.judge_name() == make_backend(JudgeConfig(backend="reader")).name
+    assert grader.label == f"audit-minilm (files {grader.files_sha256[:8]})"
+    # the reward judge `judge.backend: reader` is the packaged reader, another grader
+    assert grader.judge_name() != make_backend(JudgeConfig(backend="reader")).name
+    reader = AuditGrader.from_config(AuditConfig(grader=PACKAGED))
+    assert reader.judge_name() == make_backend(JudgeConfig(backend="reader")).name
 
 
 def test_another_grader_folder_has_another_identity_and_judge_name(tmp_path):

@@ -198,16 +198,19 @@ def test_a_model_trained_on_the_reward_judge_is_audited_by_another(tmp_path):
 
 
 def test_the_real_reward_grader_is_recognised_when_it_audits(tmp_path):
-    """`judge.backend: reader` trained the model: the packaged reader may not audit it, another
-    grader folder may."""
+    """`judge.backend: reader` trained the model: the packaged reader may not audit it; the
+    default audit grader and any other grader folder may."""
     from argen.config import AuditConfig, JudgeConfig
+    from argen.judging.reader import PACKAGED
     from argen.judging.scoring import make_backend
     from tests.evaluation.test_audit import ReaderTagged, other_grader
 
     reward = make_backend(JudgeConfig(backend="reader")).name
     a = write(synthetic(1, judge=reward), tmp_path / "a")
     b = write(synthetic(2, judge=reward, dharma_shift=0.2), tmp_path / "b")
-    packaged = ReaderTagged.from_config(AuditConfig())
-    assert not compare(a, b, ReportConfig(), packaged).audit["independent"]
+    itself = ReaderTagged.from_config(AuditConfig(grader=PACKAGED))
+    assert not compare(a, b, ReportConfig(), itself).audit["independent"]
+    default = ReaderTagged.from_config(AuditConfig())
+    assert compare(a, b, ReportConfig(), default).audit["independent"]
     other = ReaderTagged.from_config(AuditConfig(grader=other_grader(tmp_path / "g")))
     assert compare(a, b, ReportConfig(), other).audit["independent"]

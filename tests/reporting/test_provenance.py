@@ -155,7 +155,7 @@ def test_the_report_stage_audits_and_keys_on_the_grader_and_config(run, tmp_path
     inputs = {"baseline": results["baseline"], "aligned": results["aligned"], "name": "line"}
     out, reused = pipeline.run_stage("report", config, **inputs)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["audit"]["grader"] == "reader-minilm" and summary["audit"]["independent"]
+    assert summary["audit"]["grader"] == "audit-minilm" and summary["audit"]["independent"]
     assert summary["provenance"]["training"]["reward_judge"] == "local/minilm-x"
     assert (out / "reading-sheet.md").is_file() and not reused
     assert pipeline.run_stage("report", config, **inputs) == (out, True)
