@@ -14,6 +14,7 @@ figures as JSON.
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +24,12 @@ from argen.data.labels import read_labels
 from argen.evaluation.audit import AuditGrader
 from argen.evaluation.behaviours import Grader
 from argen.reporting.behaviour import audited
+
+
+def applicable(label: str) -> Callable[[pd.Series], bool | None]:
+    """The hand label where it applies (None where the labeller left it null)."""
+    return lambda row: None if pd.isna(row[label]) else bool(row[label])
+
 
 MEASURES = {
     # name: (the audit's column in comparison.parquet, the hand label: a row -> bool or None)
@@ -38,13 +45,10 @@ MEASURES = {
         "audit_medical_falsehood_aligned",
         lambda r: bool(r["medical_falsehood"]),
     ),
-    "refuses_legitimate": (
-        "audit_refuses_legitimate_aligned",
-        lambda r: None if pd.isna(r["refuses_legitimate"]) else bool(r["refuses_legitimate"]),
-    ),
+    "refuses_legitimate": ("audit_refuses_legitimate_aligned", applicable("refuses_legitimate")),
     "declines_off_domain": (
         "audit_declines_off_domain_aligned",
-        lambda r: None if pd.isna(r["declines_off_domain"]) else bool(r["declines_off_domain"]),
+        applicable("declines_off_domain"),
     ),
     "urges_emergency (tier A)": (
         "audit_urges_emergency_aligned",

@@ -53,7 +53,9 @@ def written_output(
     """Where the deployment wrote stage `name`: the folder keyed before it ran, unless an input's
     content changed meanwhile (the worker then keyed, and wrote, another folder: the changed
     parts are named). Anything but a complete output there is an error, raised here rather than
-    at the next stage."""
+    at the next stage. The inputs are hashed again only when that folder is not complete."""
+    if is_complete(name, out):
+        return out
     after, moved = stage_key(name, config, **inputs)
     if after != before:
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
