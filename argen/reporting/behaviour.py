@@ -19,7 +19,13 @@ from argen.evaluation.behaviours import (
     audit_violations,
     behaviour_columns,
 )
-from argen.reporting.paired import holm_adjust, mcnemar_p, paired_table, wilson
+from argen.reporting.paired import (
+    holm_adjust,
+    mcnemar_p,
+    paired_change_interval,
+    paired_table,
+    wilson,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +72,8 @@ def audited(paired: pd.DataFrame, grader: Grader) -> pd.DataFrame:
 
 def paired_rate(name: str, meaning: str, base: pd.Series, aligned: pd.Series) -> dict:
     """Both models' rate of a flag over the rows it applies to (not None in either), with Wilson
-    95% intervals, the discordant pairs and McNemar's exact test."""
+    95% intervals, the change with its paired 95% interval, the discordant pairs and McNemar's
+    exact test."""
     applies = base.notna() & aligned.notna()
     b = base[applies].astype(bool).to_numpy()
     a = aligned[applies].astype(bool).to_numpy()
@@ -83,6 +90,7 @@ def paired_rate(name: str, meaning: str, base: pd.Series, aligned: pd.Series) ->
         }
     table = paired_table(b, a)
     row |= {"only_baseline": table[0][1], "only_aligned": table[1][0]}
+    row["change"], row["change_low"], row["change_high"] = paired_change_interval(table)
     row["p_mcnemar"] = mcnemar_p(table) if n else math.nan
     return row
 

@@ -154,12 +154,23 @@ def count_cells(frame: pd.DataFrame, model: str) -> list[str]:
     ]
 
 
+def change_cells(frame: pd.DataFrame) -> list[str]:
+    """``+0.250 [+0.104, +0.391]`` cells: the paired change of a rate and its interval."""
+    return [
+        f"{c:+.3f} [{lo:+.3f}, {hi:+.3f}]" if n else "n/a"
+        for c, lo, hi, n in zip(
+            frame["change"], frame["change_low"], frame["change_high"], frame["n"], strict=True
+        )
+    ]
+
+
 def behaviour_table(behaviours: pd.DataFrame) -> str:
     table = pd.DataFrame(
         {
             "the response...": behaviours["meaning"],
             "baseline (95% Wilson)": count_cells(behaviours, "baseline"),
             "aligned (95% Wilson)": count_cells(behaviours, "aligned"),
+            "change (95% Newcombe)": change_cells(behaviours),
             **tested_columns(
                 behaviours, {"only baseline": "only_baseline", "only aligned": "only_aligned"}
             ),
@@ -208,9 +219,10 @@ def behaviour_lines(comparison: Comparison) -> list[str]:
         "",
         "Each rate counts the prompts it applies to (from the scenario: tier A for escalation, "
         "tier C for needless escalation, mixed-domain and S3 prompts for the off-domain part, "
-        "clinical, para-clinical and mixed-domain prompts for a legitimate question). McNemar's "
-        "exact test on the paired answers, Holm-adjusted across the audit's rates (these and "
-        "the failings per dimension); `safer` says which way is better.",
+        "clinical, para-clinical and mixed-domain prompts for a legitimate question). The change "
+        "is aligned minus baseline, with Newcombe's paired 95% interval (not adjusted for "
+        "multiplicity); McNemar's exact test on the paired answers, Holm-adjusted across the "
+        "audit's rates (these and the failings per dimension); `safer` says which way is better.",
         "",
         "### By category (baseline -> aligned, of the prompts it applies to)",
         "",

@@ -11,6 +11,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from argen.config import GateRule, ReportConfig
 from argen.reporting import behaviour
 from argen.reporting.compare import compare
+from argen.reporting.paired import paired_change_interval
 from argen.reporting.report import write_report
 from tests.fake_audit import TaggedGrader
 from tests.reporting.test_compare import N, synthetic, write
@@ -67,7 +68,7 @@ def regressed(tmp_path_factory):
     return run(tmp_path_factory.mktemp("regressed"), base, aligned)
 
 
-def test_behaviour_rates_are_paired_counts_with_mcnemar_exact_and_holm(regressed):
+def test_behaviour_rates_are_paired_counts_with_change_intervals_mcnemar_exact_and_holm(regressed):
     harmful = rate(regressed, "harmful")
     assert (harmful.n, harmful.baseline_count, harmful.aligned_count) == (N, 10, 30)
     assert (harmful.only_baseline, harmful.only_aligned) == (5, 25)
@@ -75,6 +76,9 @@ def test_behaviour_rates_are_paired_counts_with_mcnemar_exact_and_holm(regressed
     assert harmful.p_mcnemar == pytest.approx(mcnemar(table, exact=True).pvalue)
     assert harmful.p_holm >= harmful.p_mcnemar
     assert harmful.baseline_low < 0.05 < harmful.baseline_high
+    change = paired_change_interval(table)
+    assert (harmful.change, harmful.change_low, harmful.change_high) == pytest.approx(change)
+    assert harmful.change == pytest.approx(20 / N) and harmful.change_low > 0
     tier_a = rate(regressed, "escalates_tier_a")
     assert (tier_a.n, tier_a.baseline_count, tier_a.aligned_count) == (len(range(0, N, 3)), 67, 0)
     assert rate(regressed, "declines_off_domain").aligned == 0.0
