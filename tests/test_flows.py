@@ -17,7 +17,7 @@ from flows.evaluate import flow_config
 
 
 @pytest.mark.parametrize(
-    "recipe", ["default", "gpu", "gpu-qwen0.5b", "gpu-qwen1.5b", "gpu-qwen1.5b-reader"]
+    "recipe", ["default", "cpu-warm", "gpu", "gpu-qwen0.5b", "gpu-qwen1.5b", "gpu-qwen1.5b-reader"]
 )
 def test_a_resolved_config_survives_its_trip_to_a_deployment(recipe):
     config = load_config(recipe, ["train.max_steps=3"])
