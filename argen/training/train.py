@@ -295,7 +295,9 @@ def _fit(
     on_gpu = torch.cuda.is_available()
     configure_wandb(config.train, work)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    validator = RankValidation(config, backend, validation_frame, tokenizer, work / "best")
+    validator = RankValidation(
+        config, backend, validation_frame, tokenizer, work / "best", warm_start is not None
+    )
     fast = not config.train.use_vllm and wants_engine(
         config.generation.engine, AutoConfig.from_pretrained(model_dir), on_gpu
     )

@@ -9,6 +9,9 @@ adapter from what is left.
 
 The adapter kept is the one with the best ``objective``: the combined score minus each
 `train.penalties` weight times its gaming indicator's rate, the validation twin of the reward.
+The policy before the first step is a candidate only when it is itself trained (the warm start
+GRPO continues): GRPO then never ships an adapter that validates worse than where it began. An
+untrained base is a reference, never kept.
 It is written under a temporary name and renamed (its score inside), and its step is recorded
 in the history only after that: an interrupted run never leaves a record of a best adapter it
 did not finish writing.
@@ -41,8 +44,15 @@ class ValidationCallback(TrainerCallback):
     runs can see how far they rose from the untrained policy's."""
 
     def __init__(
-        self, config: Config, backend: Backend, frame: pd.DataFrame, tokenizer, best_dir: Path
+        self,
+        config: Config,
+        backend: Backend,
+        frame: pd.DataFrame,
+        tokenizer,
+        best_dir: Path,
+        start_is_candidate: bool = False,
     ):
+        self.start_is_candidate = start_is_candidate
         limit = config.train.validation_prompts
         self.frame = frame.iloc[:limit] if limit else frame
         self.config = config
@@ -134,8 +144,8 @@ class ValidationCallback(TrainerCallback):
         self.best = record
 
     def _is_best(self, record: dict) -> bool:
-        """The untrained policy (step 0) is a reference, never a candidate."""
-        if record["step"] == 0 or math.isnan(record["objective"]):
+        """The policy at step 0 is a candidate only when it is trained (a warm start)."""
+        if (record["step"] == 0 and not self.start_is_candidate) or math.isnan(record["objective"]):
             return False
         return self.best is None or record["objective"] > self.best["objective"]
 

@@ -1,6 +1,6 @@
 """The warm start on a tiny random model: it trains the answer tokens, logs its loss and two
 validation records, leaves prompts outside the train split out, resumes, and GRPO continues its
-adapter."""
+adapter, keeping the warm start itself when no GRPO step validates better."""
 
 import json
 
@@ -13,6 +13,7 @@ from argen.config import load_config
 from argen.errors import ArgenError
 from argen.outputs import Adapter
 from argen.pipeline import run_stage, stage_out
+from argen.training import validation
 from argen.training.checkpoints import last_complete_checkpoint
 from argen.training.sft import warm_start
 from argen.training.train import train
@@ -164,3 +165,25 @@ def test_the_sft_stage_is_keyed_on_its_demonstrations_and_reused_when_unchanged(
     assert stage_out("sft", other, **inputs) != first
     grpo = stage_out("train", cfg, **inputs)
     assert stage_out("train", cfg, warm_start=first, **inputs) != grpo  # GRPO's key sees it
+
+
+def test_grpo_keeps_the_warm_start_when_no_step_validates_better(setup, warmed, monkeypatch):
+    """The warm start is GRPO's first candidate: a run whose steps all validate worse ships the
+    warm start's adapter, not its own last or best step."""
+    tmp, model_dir, train_split, validation_split = setup
+    monkeypatch.setattr(validation, "objective", lambda record, penalties: -record["step"])
+    with one_thread():
+        out = train(
+            config(tmp, "train.max_steps=2", "train.validation_steps=1"),
+            model_dir,
+            train_split,
+            validation_split,
+            tmp / "grpo-worse",
+            warm_start=warmed,
+        )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["selected"]["step"] == 0 and manifest["steps"] == 2
+    before = load_file(warmed / "adapter_model.safetensors")
+    after = load_file(out / "adapter_model.safetensors")
+    assert before.keys() == after.keys()
+    assert all(torch.equal(after[k], before[k]) for k in before)
