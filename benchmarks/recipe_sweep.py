@@ -1,15 +1,16 @@
 """Variants of a recipe's training compared on the validation split: how the embedded default's
 warm start and GRPO steps are chosen, by the behaviours a reader sees rather than by the reward.
 
-    python -m benchmarks.recipe_sweep --recipe default --variant NAME KEY=VALUE ... [--variant ...]
-        [--set KEY=VALUE ...] [--out sweep.md]
+    python -m benchmarks.recipe_sweep --recipe default [--variant NAME KEY=VALUE ...]
+        [--sft-only NAME KEY=VALUE ...] [--set KEY=VALUE ...] [--out sweep.md]
 
 Every variant is the recipe with the shared `--set` overrides and its own; each runs the
-pipeline's stages as `argen run` would (warm start with ``sft.enabled``, then GRPO unless
-``train.max_steps`` is 0 here: the warm start alone), merges, answers the validation prompts and
-compares them with the base's in a report. Stages are content-keyed, so the base's answers and a
-variant's unchanged stages are reused. The table gives, per variant, the audit's behaviour rates
-(paired change with its 95% interval), the answers' length and the seconds each stage took.
+pipeline's stages as `argen run` would (warm start with ``sft.enabled``, then GRPO; an
+``--sft-only`` variant stops after the warm start), then `benchmarks.adapter_eval` merges its
+adapter, answers the validation prompts and compares them with the base's in a report. Stages
+are content-keyed, so the base's answers and a variant's unchanged stages are reused. The table
+gives, per variant, the audit's behaviour rates (paired change with its 95% interval), the
+answers' length and the seconds each stage took.
 """
 
 import argparse
@@ -20,8 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from argen.config import load_config
-from argen.outputs import Adapter, CuratedSplits, Evaluation, Report
-from argen.pipeline import run_curate, run_evaluate, run_merge, run_report, run_stage
+from argen.outputs import CuratedSplits, Report
+from argen.pipeline import run_curate, run_evaluate, run_stage
+from benchmarks.adapter_eval import evaluate_adapter
 
 log = logging.getLogger("recipe_sweep")
 
@@ -44,7 +46,7 @@ def timed(seconds: dict, name: str, call, *args, **kwargs):
     return out
 
 
-def run_variant(config, grpo: bool, baseline: Path, curated: CuratedSplits) -> dict:
+def run_variant(config, grpo: bool, baselines: dict[str, Path], curated: CuratedSplits) -> dict:
     """One variant's stages; its report's behaviour rates, lengths and stage times."""
     base = config.model.base
     splits = {"train_split": curated.train, "validation_split": curated.validation}
@@ -58,16 +60,8 @@ def run_variant(config, grpo: bool, baseline: Path, curated: CuratedSplits) -> d
         adapter = adapter[0]
     if adapter is None:
         raise SystemExit("a variant trains nothing: enable sft.enabled or leave GRPO on")
-    merged = str(run_merge(config, base, adapter))
-    aligned = run_evaluate(config, merged, curated.validation, "aligned")
-    report = run_report(
-        config,
-        Evaluation(baseline).results,
-        Evaluation(aligned).results,
-        training_log=Adapter(adapter).training_log,
-        name="sweep",
-    )
-    return {"report": report, "seconds": seconds}
+    checked = evaluate_adapter(config, adapter, {"validation": curated.validation}, baselines)
+    return {"report": checked["validation"]["report"], "seconds": seconds}
 
 
 def rate_cell(row: pd.Series) -> str:
@@ -98,19 +92,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="default")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
-    parser.add_argument(
-        "--variant", nargs="+", action="append", required=True, metavar=("NAME", "KEY=VALUE")
-    )
+    for flag in ("--variant", "--sft-only"):
+        parser.add_argument(flag, nargs="+", action="append", default=[], metavar="NAME KEY=VALUE")
     parser.add_argument("--out", type=Path, default=Path("sweep.md"))
     args = parser.parse_args()
+    variants = [(v, True) for v in args.variant] + [(v, False) for v in args.sft_only]
+    if not variants:
+        parser.error("name at least one --variant or --sft-only")
     rows = []
-    for name, *own in args.variant:
-        grpo = "train.max_steps=0" not in own
-        own = [o for o in own if o != "train.max_steps=0"]
+    for (name, *own), grpo in variants:
         config = load_config(args.recipe, [*args.overrides, *own])
         curated = CuratedSplits(run_curate(config))
         baseline = run_evaluate(config, config.model.base, curated.validation, "baseline")
-        outcome = run_variant(config, grpo, baseline, curated)
+        outcome = run_variant(config, grpo, {"validation": baseline}, curated)
         rows.append(table_row(name, own, Report(outcome["report"]).record(), outcome))
         table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
         args.out.write_text(table + "\n")  # after every variant: a lost run keeps the rest

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from argen.config import load_config
-from benchmarks import recipe_sweep
+from benchmarks import adapter_eval, recipe_sweep
 
 
 @pytest.fixture
@@ -21,10 +21,15 @@ def stages(tmp_path, monkeypatch):
         return tmp_path / name, False
 
     monkeypatch.setattr(recipe_sweep, "run_stage", run_stage)
-    monkeypatch.setattr(recipe_sweep, "run_merge", lambda c, m, a: calls.append(("merge", a)))
-    monkeypatch.setattr(recipe_sweep, "run_evaluate", lambda *a: tmp_path / "aligned")
-    monkeypatch.setattr(recipe_sweep, "run_report", lambda *a, **k: tmp_path / "report")
+    # merged, answered and reported by adapter_eval, as a published adapter is checked
+    monkeypatch.setattr(adapter_eval, "run_merge", lambda c, m, a: calls.append(("merge", a)))
+    monkeypatch.setattr(adapter_eval, "run_evaluate", lambda *a: tmp_path / "aligned")
+    monkeypatch.setattr(adapter_eval, "run_report", lambda *a, **k: tmp_path / "report")
+    monkeypatch.setattr(adapter_eval, "report_headline", lambda report: {})
     return SimpleNamespace(calls=calls, root=tmp_path)
+
+
+BASELINES = {"validation": Path("base")}
 
 
 def curated(root: Path):
@@ -33,7 +38,7 @@ def curated(root: Path):
 
 def test_grpo_continues_the_warm_start_and_the_merge_takes_the_last_adapter(stages):
     config = load_config("default", ["sft.enabled=true"])
-    outcome = recipe_sweep.run_variant(config, True, stages.root / "base", curated(stages.root))
+    outcome = recipe_sweep.run_variant(config, True, BASELINES, curated(stages.root))
     assert stages.calls == [
         ("sft", None),
         ("train", stages.root / "sft"),
@@ -45,13 +50,13 @@ def test_grpo_continues_the_warm_start_and_the_merge_takes_the_last_adapter(stag
 
 def test_the_warm_start_alone_merges_its_own_adapter(stages):
     config = load_config("default", ["sft.enabled=true"])
-    recipe_sweep.run_variant(config, False, stages.root / "base", curated(stages.root))
+    recipe_sweep.run_variant(config, False, BASELINES, curated(stages.root))
     assert stages.calls == [("sft", None), ("merge", stages.root / "sft")]
 
 
 def test_a_variant_that_trains_nothing_is_refused(stages):
     with pytest.raises(SystemExit, match="trains nothing"):
-        recipe_sweep.run_variant(load_config(), False, stages.root, curated(stages.root))
+        recipe_sweep.run_variant(load_config(), False, {}, curated(stages.root))
 
 
 def test_a_row_shows_each_paired_change_with_its_interval():
