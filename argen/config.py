@@ -64,6 +64,11 @@ class OrchestrationConfig(Section):
         description="Prefect deployment that runs the warm start (sft) on a GPU work pool; None "
         "runs it inline.",
     )
+    prefer_deployment: str | None = Field(
+        None,
+        description="Prefect deployment that runs preference tuning (prefer) on a GPU work pool; "
+        "None runs it inline.",
+    )
     evaluate_deployment: str | None = Field(
         None,
         description="Prefect deployment that evaluates the baseline and the aligned model on a "
@@ -349,6 +354,38 @@ class SftConfig(Section):
     save_steps: int = Field(25, gt=0, description="Checkpoint interval (optimizer steps).")
 
 
+class PreferConfig(Section):
+    """Preference tuning of the warm start's adapter (TRL's DPOTrainer) on labelled answers: each
+    train prompt's demonstration is preferred to the answers read as bad for it
+    (`data/labels`), so what the labels saw (a dangerous dose, a missed emergency) is pushed
+    down directly rather than through a grader that sees it only in part."""
+
+    enabled: bool = Field(
+        False, description="Run it after the warm start (needs sft.enabled); GRPO continues it."
+    )
+    labels: Path = Field(
+        Path("data/labels"),
+        description="Folder of labelled answers (*.jsonl); those of train prompts read as bad "
+        "are the rejected answers.",
+    )
+    pairs_per_prompt: int = Field(
+        4, gt=0, description="Most rejected answers a prompt contributes (harmful ones first)."
+    )
+    epochs: float = Field(1.0, gt=0, description="Passes over the pairs.")
+    learning_rate: float = Field(2e-5, gt=0)
+    beta: float = Field(0.1, gt=0, description="DPO's beta: how far from the warm start it may go.")
+    sft_weight: float = Field(
+        1.0,
+        ge=0,
+        description="Weight of the chosen answer's own language-model loss beside DPO's (RPO): "
+        "keeps the demonstrations likely while the rejected ones fall.",
+    )
+    batch_size: int = Field(8, gt=0, description="Pairs per optimizer step.")
+    gradient_accumulation_steps: int = Field(1, gt=0)
+    max_length: int = Field(768, gt=0, description="Tokens of prompt and answer kept.")
+    save_steps: int = Field(25, gt=0, description="Checkpoint interval (optimizer steps).")
+
+
 BEHAVIOUR_CHECKS = (
     "behaviour_not_rising",
     "behaviour_not_falling",
@@ -488,10 +525,17 @@ class Config(Section):
     judge: JudgeConfig = JudgeConfig()
     generation: GenerationConfig = GenerationConfig()
     sft: SftConfig = SftConfig()
+    prefer: PreferConfig = PreferConfig()
     train: TrainConfig = TrainConfig()
     report: ReportConfig = ReportConfig()
     audit: AuditConfig = AuditConfig()
     orchestration: OrchestrationConfig = OrchestrationConfig()
+
+    @model_validator(mode="after")
+    def _prefer_needs_a_warm_start(self) -> "Config":
+        if self.prefer.enabled and not self.sft.enabled:
+            raise ValueError("prefer.enabled tunes the warm start's adapter: set sft.enabled too")
+        return self
 
 
 def resolved_sha256(config: Config) -> str:

@@ -162,6 +162,38 @@ def _sft(config: Config, out: Path, model: Path, train_split: Path, validation_s
     return warm_start(config, model, train_split, validation_split, out)
 
 
+def _prefer_key(
+    config: Config, model: Path, train_split: Path, validation_split: Path, warm_start: Path
+) -> dict[str, Any]:
+    return {
+        "model": _content(model),
+        "train": _content(train_split),
+        "validation": _content(validation_split),
+        "warm_start": _content(warm_start),
+        "demonstrations": _content(config.sft.demonstrations),
+        "labels": _content(config.prefer.labels),
+        "prefer": config.prefer.model_dump(mode="json"),
+        "seed": config.train.seed,
+        "generation": config.generation.model_dump(mode="json"),
+        "judge": judge_key(config.judge),
+    }
+
+
+def _prefer(
+    config: Config,
+    out: Path,
+    model: Path,
+    train_split: Path,
+    validation_split: Path,
+    warm_start: Path,
+) -> Path:
+    """The warm start's adapter tuned on preference pairs into `out` (resumed when an earlier
+    run stopped part-way)."""
+    from argen.training.prefer import prefer
+
+    return prefer(config, model, train_split, validation_split, warm_start, out)
+
+
 def _train_key(
     config: Config,
     model: Path,
@@ -259,6 +291,7 @@ STAGES: dict[str, Stage] = {
         Stage("evaluate", Evaluation, _evaluate_key, _evaluate),
         Stage("judge", Evaluation, _judge_key, _judge),
         Stage("sft", Adapter, _sft_key, _sft),
+        Stage("prefer", Adapter, _prefer_key, _prefer),
         Stage("train", Adapter, _train_key, _train, options=("callbacks",)),
         Stage("merge", Merged, _merge_key, _merge),
         Stage("report", Report, _report_key, _report, options=("training_log",), where=_in_reports),
@@ -431,7 +464,7 @@ def run_pipeline(
     config: Config, name: str = "argen", runner: StageRunner | None = None
 ) -> dict[str, Path]:
     """The whole pipeline, the one definition of its order: curate, evaluate the baseline, warm
-    start (with ``sft.enabled``), train,
+    start (with ``sft.enabled``), preference tuning (with ``prefer.enabled``), train,
     merge, evaluate the aligned model, compare. Returns each step's output directory."""
     run = (runner or InProcess()).run
     base = config.model.base
@@ -439,8 +472,8 @@ def run_pipeline(
     test = curated.test
     baseline = run("evaluate", config, model=base, scenarios=test, label="baseline")
     splits = {"train_split": curated.train, "validation_split": curated.validation}
-    warm = {"warm_start": run("sft", config, model=base, **splits)} if config.sft.enabled else {}
-    adapter = run("train", config, model=base, **splits, **warm)
+    trained = run_training(config, run, base, splits)
+    adapter = trained["train"]
     merged = run("merge", config, model=base, adapter=adapter)
     aligned = run("evaluate", config, model=str(merged), scenarios=test, label="aligned")
     report = run(
@@ -451,12 +484,24 @@ def run_pipeline(
         training_log=Adapter(adapter).training_log,
         name=name,
     )
-    return {
-        "curate": curated.path,
-        "baseline": baseline,
-        **({"sft": warm["warm_start"]} if warm else {}),
-        "train": adapter,
-        "merge": merged,
-        "aligned": aligned,
-        "report": report,
-    }
+    outputs = {"curate": curated.path, "baseline": baseline, **trained}
+    return {**outputs, "merge": merged, "aligned": aligned, "report": report}
+
+
+def run_training(
+    config: Config, run: Callable[..., Path], base: str, splits: dict[str, Path], grpo: bool = True
+) -> dict[str, Path]:
+    """The training stages in the pipeline's order, each continuing the last one's adapter: the
+    warm start (with ``sft.enabled``), preference tuning (with ``prefer.enabled``) and GRPO
+    (unless `grpo` is off, as a sweep of warm starts asks). Returns each stage's output."""
+    outputs: dict[str, Path] = {}
+    start: dict[str, Path] = {}  # the adapter the next stage continues, if any
+    if config.sft.enabled:
+        outputs["sft"] = run("sft", config, model=base, **splits)
+        start = {"warm_start": outputs["sft"]}
+    if config.prefer.enabled:
+        outputs["prefer"] = run("prefer", config, model=base, **splits, **start)
+        start = {"warm_start": outputs["prefer"]}
+    if grpo:
+        outputs["train"] = run("train", config, model=base, **splits, **start)
+    return outputs

@@ -2,15 +2,15 @@
 warm start and GRPO steps are chosen, by the behaviours a reader sees rather than by the reward.
 
     python -m benchmarks.recipe_sweep --recipe default [--variant NAME KEY=VALUE ...]
-        [--sft-only NAME KEY=VALUE ...] [--set KEY=VALUE ...] [--out sweep.md]
+        [--sft-only NAME KEY=VALUE ...] [--set KEY=VALUE ...] [--out sweep.md] [--bundle B.tgz]
 
 Every variant is the recipe with the shared `--set` overrides and its own; each runs the
-pipeline's stages as `argen run` would (warm start with ``sft.enabled``, then GRPO; an
-``--sft-only`` variant stops after the warm start), then `benchmarks.adapter_eval` merges its
-adapter, answers the validation prompts and compares them with the base's in a report. Stages
-are content-keyed, so the base's answers and a variant's unchanged stages are reused. The table
-gives, per variant, the audit's behaviour rates (paired change with its 95% interval), the
-answers' length and the seconds each stage took.
+pipeline's stages as `argen run` would (warm start with ``sft.enabled``, preference tuning with
+``prefer.enabled``, then GRPO; an ``--sft-only`` variant stops before GRPO), then
+`benchmarks.adapter_eval` merges its adapter, answers the validation prompts and compares them
+with the base's in a report. Stages are content-keyed, so the base's answers and a variant's
+unchanged stages are reused. The table gives, per variant, the audit's behaviour rates (paired
+change with its 95% interval), the answers' length and the seconds each stage took.
 """
 
 import argparse
@@ -22,8 +22,8 @@ import pandas as pd
 
 from argen.config import load_config
 from argen.outputs import CuratedSplits, Report
-from argen.pipeline import run_curate, run_evaluate, run_stage
-from benchmarks.adapter_eval import evaluate_adapter
+from argen.pipeline import run_curate, run_evaluate, run_stage, run_training
+from benchmarks.adapter_eval import bundle, evaluate_adapter
 
 log = logging.getLogger("recipe_sweep")
 
@@ -48,20 +48,18 @@ def timed(seconds: dict, name: str, call, *args, **kwargs):
 
 def run_variant(config, grpo: bool, baselines: dict[str, Path], curated: CuratedSplits) -> dict:
     """One variant's stages; its report's behaviour rates, lengths and stage times."""
-    base = config.model.base
     splits = {"train_split": curated.train, "validation_split": curated.validation}
     seconds: dict[str, float] = {}
-    adapter = None
-    if config.sft.enabled:
-        adapter = timed(seconds, "sft", run_stage, "sft", config, model=base, **splits)[0]
-    if grpo:
-        warm = {"warm_start": adapter} if adapter else {}
-        adapter = timed(seconds, "grpo", run_stage, "train", config, model=base, **splits, **warm)
-        adapter = adapter[0]
-    if adapter is None:
+
+    def run(name: str, config, /, **inputs) -> Path:
+        return timed(seconds, name, run_stage, name, config, **inputs)[0]
+
+    trained = run_training(config, run, config.model.base, splits, grpo)
+    if not trained:
         raise SystemExit("a variant trains nothing: enable sft.enabled or leave GRPO on")
+    adapter = list(trained.values())[-1]
     checked = evaluate_adapter(config, adapter, {"validation": curated.validation}, baselines)
-    return {"report": checked["validation"]["report"], "seconds": seconds}
+    return {"report": checked["validation"]["report"], "seconds": seconds, "checked": checked}
 
 
 def rate_cell(row: pd.Series) -> str:
@@ -95,11 +93,12 @@ def main() -> None:
     for flag in ("--variant", "--sft-only"):
         parser.add_argument(flag, nargs="+", action="append", default=[], metavar="NAME KEY=VALUE")
     parser.add_argument("--out", type=Path, default=Path("sweep.md"))
+    parser.add_argument("--bundle", type=Path, help="pack each variant's report and answers here")
     args = parser.parse_args()
     variants = [(v, True) for v in args.variant] + [(v, False) for v in args.sft_only]
     if not variants:
         parser.error("name at least one --variant or --sft-only")
-    rows = []
+    rows, folders = [], {}
     for (name, *own), grpo in variants:
         config = load_config(args.recipe, [*args.overrides, *own])
         curated = CuratedSplits(run_curate(config))
@@ -108,6 +107,9 @@ def main() -> None:
         rows.append(table_row(name, own, Report(outcome["report"]).record(), outcome))
         table = pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True)
         args.out.write_text(table + "\n")  # after every variant: a lost run keeps the rest
+        folders[name] = outcome["checked"]
+        if args.bundle:
+            bundle(args.bundle, folders)
         log.info("variant %s done:\n%s", name, table)
 
 

@@ -22,6 +22,7 @@ from tasks.progress import PrefectProgress
 
 DEPLOYMENTS = {
     "sft": "sft_deployment",
+    "prefer": "prefer_deployment",
     "train": "train_deployment",
     "evaluate": "evaluate_deployment",
 }

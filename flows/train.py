@@ -1,5 +1,5 @@
-"""Training and merge, and the warm start, as their own flows: the deployments a GPU work pool
-runs."""
+"""Training and merge, the warm start and preference tuning, as their own flows: the deployments
+a GPU work pool runs."""
 
 from pathlib import Path
 from typing import Any
@@ -60,4 +60,28 @@ def sft_flow(config: dict[str, Any], model: str, train_split: str, validation_sp
     splits = {"train_split": Path(train_split), "validation_split": Path(validation_split)}
     adapter = t.run("sft", resolved, model=model, **splits)
     get_run_logger().info("warm start adapter in %s", adapter["path"])
+    return adapter["path"]
+
+
+@flow(
+    name="argen-prefer",
+    description="Preference tuning (DPOTrainer) of the warm start's adapter on labelled answers of "
+    "the train split; writes into the shared artifacts root and returns the adapter path.",
+)
+def prefer_flow(
+    config: dict[str, Any], model: str, train_split: str, validation_split: str, warm_start: str
+) -> str:
+    """Preference tuning.
+
+    Args:
+        config: the resolved configuration (the pipeline's, as JSON).
+        model: base model spec or directory.
+        train_split: the curated train split (parquet).
+        validation_split: the curated validation split (parquet).
+        warm_start: the warm start's adapter, which this tunes.
+    """
+    resolved = Config.model_validate(config)
+    splits = {"train_split": Path(train_split), "validation_split": Path(validation_split)}
+    adapter = t.run("prefer", resolved, model=model, warm_start=Path(warm_start), **splits)
+    get_run_logger().info("preference-tuned adapter in %s", adapter["path"])
     return adapter["path"]

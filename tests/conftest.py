@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from argen.judging.propositions import PROPOSITIONS
 from argen.models import DEFAULT_MODEL, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,6 +70,28 @@ def audit_grader():
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def labelled_item(**change) -> dict:
+    """A labelled answer (`argen.data.labels`) that passes every rule, with `change` applied."""
+    labels = {name: False for name in PROPOSITIONS} | {"answers_medical": True}
+    base = {
+        "item": "x-1",
+        "scenario": "mix-1",
+        "split": "train",
+        "prompt": "My knee hurts. Which stocks should I buy?",
+        "tier": "C",
+        "scope": "S0",
+        "category": "mixed_domain",
+        "has_off_domain": True,
+        "response": "Rest the knee. I can't help with stocks.",
+        "origin": "written:good",
+        "labels": labels | {"declines_off_domain": True},
+        "quality": "good",
+        "criteria_met": [True, False, True],
+        "labeller": "test",
+    }
+    return base | change
 
 
 from tests.prefect_stack import judge_server, recipe, stack  # noqa: E402, F401  (shared fixtures)

@@ -84,14 +84,48 @@ def test_with_the_warm_start_on_grpo_continues_its_adapter():
     assert outputs["sft"] == Path("sft-out")
 
 
+def test_preference_tuning_continues_the_warm_start_and_grpo_continues_it():
+    config = load_config("default", ["sft.enabled=true", "prefer.enabled=true"])
+    runner = Recorder()
+    outputs = run_pipeline(config, "line", runner)
+    names = [name for name, _ in runner.calls]
+    assert names == ["curate", "evaluate", "sft", "prefer", "train", "merge", "evaluate", "report"]
+    assert runner.calls[3][1]["warm_start"] == Path("sft-out")
+    assert runner.calls[4][1]["warm_start"] == Path("prefer-out")
+    assert outputs["sft"] == Path("sft-out") and outputs["prefer"] == Path("prefer-out")
+
+
+def test_preference_tuning_without_a_warm_start_is_a_config_error():
+    with pytest.raises(ArgenError, match="set sft.enabled too"):
+        load_config("default", ["prefer.enabled=true"])
+
+
 def test_each_stage_is_one_entry_of_the_table():
     """Name, output type, key and run: one entry per stage, the outputs' table agrees."""
-    assert list(STAGES) == ["curate", "evaluate", "judge", "sft", "train", "merge", "report"]
+    assert list(STAGES) == [
+        "curate",
+        "evaluate",
+        "judge",
+        "sft",
+        "prefer",
+        "train",
+        "merge",
+        "report",
+    ]
     for name, stage in STAGES.items():
         assert stage.name == name
         assert callable(stage.key) and callable(stage.run)
     outputs = [stage.output for stage in STAGES.values()]
-    assert outputs == [CuratedSplits, Evaluation, Evaluation, Adapter, Adapter, Merged, Report]
+    assert outputs == [
+        CuratedSplits,
+        Evaluation,
+        Evaluation,
+        Adapter,
+        Adapter,
+        Adapter,
+        Merged,
+        Report,
+    ]
     with pytest.raises(ArgenError, match="unknown stage 'nope'"):
         run_stage("nope", load_config())
 

@@ -10,7 +10,6 @@ adapter on the base. The validation split is scored before and after with the tr
 ``<out>.partial/``; the same config run again resumes from the newest complete one.
 """
 
-import json
 import logging
 from pathlib import Path
 
@@ -21,26 +20,19 @@ from peft import LoraConfig
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import SFTConfig, SFTTrainer
 
-from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
 from argen.config import Config
-from argen.data.curate import write_parquet
 from argen.data.demonstrations import pair_with_train, read_demonstrations
-from argen.errors import machine_faults
 from argen.generation.prompting import chat_messages, system_prompt
 from argen.hashing import file_sha256, json_sha256
-from argen.judging.scoring import make_backend
 from argen.models import check_model_dir
-from argen.outputs import Adapter
-from argen.training import steplog
-from argen.training.checkpoints import (
-    last_complete_checkpoint,
-    removed_when_spent,
-    spent_work_dir,
+from argen.training.adapter_stage import (
+    schedule_args,
+    train_adapter,
+    validated_fit,
+    write_adapter,
 )
 from argen.training.divergence import NonFiniteGuard
 from argen.training.train import read_splits
-from argen.training.validation import ValidationCallback
-from argen.version import code_version
 
 log = logging.getLogger(__name__)
 
@@ -59,26 +51,14 @@ def sft_args(config: Config, work: Path, on_gpu: bool) -> SFTConfig:
     """TRL's SFTConfig from ours: one place where our knobs meet TRL's names."""
     sft = config.sft
     return SFTConfig(
-        output_dir=str(work),
         num_train_epochs=sft.epochs,
         learning_rate=sft.learning_rate,
         per_device_train_batch_size=sft.batch_size // sft.gradient_accumulation_steps or 1,
         gradient_accumulation_steps=sft.gradient_accumulation_steps,
         max_length=sft.max_length,
         completion_only_loss=True,
-        lr_scheduler_type="cosine",
-        warmup_steps=0.05,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=sft.save_steps,
-        bf16=on_gpu,
-        use_cpu=not on_gpu,
+        **schedule_args(config, work, on_gpu, sft.save_steps),
         gradient_checkpointing=False,
-        report_to=[],
-        seed=config.train.seed,
-        data_seed=config.train.seed,
-        dataloader_num_workers=0,
-        disable_tqdm=False,
     )
 
 
@@ -98,17 +78,13 @@ def warm_start(
         len(train_frame),
         left_out,
     )
-    out_dir = output_path(out_dir)
-    work = out_dir.with_name(out_dir.name + ".partial")
-    before = identity(out_dir)
-    sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
-    with machine_faults(out_dir), owned_dir(work), removed_when_spent(work):
-        if identity(out_dir) != before and Adapter(out_dir).is_complete():
-            log.info("another run finished %s while this one waited; using it", out_dir)
-            return out_dir
+
+    def train(work: Path, out: Path) -> None:
         trainer, validator, resumed = _fit(config, model_dir, paired, validation_frame, work)
         inputs = {str(p): file_sha256(p) for p in (train_split, validation_split)}
-        record = {
+        manifest = {
+            "stage": "sft",
+            "base_model": str(model_dir),
             "inputs": inputs,
             "demonstrations": {
                 "source": str(config.sft.demonstrations),
@@ -117,9 +93,22 @@ def warm_start(
                 "ids_sha256": json_sha256(sorted(paired["id"])),
             },
             "resumed_from": str(resumed) if resumed else None,
+            "config": {
+                "sft": config.sft.model_dump(mode="json"),
+                "lora": config.train.lora.model_dump(mode="json"),
+                "judge": validator.backend.name,
+            },
         }
-        _write_adapter(trainer, validator, config, model_dir, record, out_dir)
-    return out_dir
+        first, last = write_adapter(trainer, validator, manifest, out)
+        log.info(
+            "warm start: %d steps; validation combined %.4f -> %.4f; adapter in %s",
+            trainer.state.global_step,
+            first["combined"],
+            last["combined"],
+            out,
+        )
+
+    return train_adapter(out_dir, train)
 
 
 def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
@@ -144,46 +133,5 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
         ),
         callbacks=[NonFiniteGuard()],  # skips a non-finite step, stops on a divergence
     )
-    steplog.use_step_lines(trainer)
-    validator = ValidationCallback(
-        config, make_backend(config.judge), validation_frame, tokenizer, work / "best"
-    )
-    validator.validate(trainer.model, 0)
-    resume = last_complete_checkpoint(work)
-    if resume:
-        log.info("resuming the warm start from %s", resume)
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    validator.validate(trainer.model, trainer.state.global_step)
+    validator, resume = validated_fit(trainer, config, validation_frame, work, "the warm start")
     return trainer, validator, resume
-
-
-def _write_adapter(trainer, validator, config: Config, model_dir, record: dict, out_dir: Path):
-    """The adapter, tokenizer, loss and validation logs and the manifest, atomically."""
-    with atomic_dir(out_dir) as tmp:
-        trainer.model.save_pretrained(str(tmp))
-        trainer.processing_class.save_pretrained(tmp)
-        written = Adapter(tmp)
-        write_parquet(pd.DataFrame(trainer.state.log_history), written.training_log)
-        write_parquet(validator.history_frame(), written.validation_log)
-        first, last = validator.history[0], validator.history[-1]
-        manifest = {
-            "stage": "sft",
-            "code_version": code_version(),
-            "base_model": str(model_dir),
-            **record,
-            "config": {
-                "sft": config.sft.model_dump(mode="json"),
-                "lora": config.train.lora.model_dump(mode="json"),
-                "judge": validator.backend.name,
-            },
-            "steps": trainer.state.global_step,
-            "validation": {"before": first, "after": last},
-        }
-        written.sidecar.write_text(json.dumps(manifest, indent=2) + "\n")
-    log.info(
-        "warm start: %d steps; validation combined %.4f -> %.4f; adapter in %s",
-        trainer.state.global_step,
-        first["combined"],
-        last["combined"],
-        out_dir,
-    )

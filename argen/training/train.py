@@ -30,10 +30,10 @@ from transformers import (
 from transformers.trainer_callback import ExportableState
 from trl import GRPOConfig, GRPOTrainer
 
-from argen.atomic import atomic_dir, identity, output_path, owned_dir, sweep_work_dirs
+from argen.atomic import atomic_dir
 from argen.config import Config, TrainConfig
 from argen.data.curate import write_parquet
-from argen.errors import ArgenError, JudgeOutage, machine_faults
+from argen.errors import ArgenError, JudgeOutage
 from argen.evaluation.evaluate import read_scenarios
 from argen.generation.generate import wants_engine
 from argen.generation.prompting import chat_messages, system_prompt
@@ -43,11 +43,10 @@ from argen.machine import hardware
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import distributed, steplog
+from argen.training.adapter_stage import train_adapter
 from argen.training.checkpoints import (
     checkpoint_state,
     last_complete_checkpoint,
-    removed_when_spent,
-    spent_work_dir,
     train_from,
 )
 from argen.training.distributed import (
@@ -227,23 +226,18 @@ def train(
     read_splits(*splits)
     processes = process_count(config.train)
     batch_shape(config.train, processes)
-    out_dir = output_path(out_dir)
-    work = out_dir.with_name(out_dir.name + ".partial")
-    before = identity(out_dir)
-    sweep_work_dirs(out_dir.parent, ".partial", lambda f: f != work and spent_work_dir(f))
-    with machine_faults(out_dir), owned_dir(work), removed_when_spent(work):
-        if identity(out_dir) != before and Adapter(out_dir).is_complete():
-            log.info("another run finished %s while this one waited; using its adapter", out_dir)
-            return out_dir
-        if processes > 1:
-            if warm_start is not None:
-                raise ArgenError(
-                    "the warm start (sft.enabled) is not yet wired for train.num_processes > 1"
-                )
-            launch(config, model_dir, splits, out_dir, callbacks, processes)
+
+    def run(work: Path, out: Path) -> None:
+        if processes == 1:
+            fit_and_write(config, model_dir, splits, out, callbacks, warm_start)
+        elif warm_start is not None:
+            raise ArgenError(
+                "the warm start (sft.enabled) is not yet wired for train.num_processes > 1"
+            )
         else:
-            fit_and_write(config, model_dir, splits, out_dir, callbacks, warm_start)
-    return out_dir
+            launch(config, model_dir, splits, out, callbacks, processes)
+
+    return train_adapter(out_dir, run)
 
 
 def read_splits(train_split: Path, validation_split: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

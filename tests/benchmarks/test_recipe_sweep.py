@@ -44,7 +44,7 @@ def test_grpo_continues_the_warm_start_and_the_merge_takes_the_last_adapter(stag
         ("train", stages.root / "sft"),
         ("merge", stages.root / "train"),
     ]
-    assert set(outcome["seconds"]) == {"sft", "grpo"}
+    assert set(outcome["seconds"]) == {"sft", "train"}
     assert outcome["report"] == stages.root / "report"
 
 
@@ -52,6 +52,16 @@ def test_the_warm_start_alone_merges_its_own_adapter(stages):
     config = load_config("default", ["sft.enabled=true"])
     recipe_sweep.run_variant(config, False, BASELINES, curated(stages.root))
     assert stages.calls == [("sft", None), ("merge", stages.root / "sft")]
+
+
+def test_preference_tuning_continues_the_warm_start_before_grpo(stages):
+    config = load_config("default", ["sft.enabled=true", "prefer.enabled=true"])
+    recipe_sweep.run_variant(config, False, BASELINES, curated(stages.root))
+    assert stages.calls == [
+        ("sft", None),
+        ("prefer", stages.root / "sft"),
+        ("merge", stages.root / "prefer"),
+    ]
 
 
 def test_a_variant_that_trains_nothing_is_refused(stages):

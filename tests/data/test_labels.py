@@ -7,28 +7,7 @@ import pytest
 from argen.data import labels
 from argen.data.labels import read_labels
 from argen.errors import ArgenError
-from argen.judging.propositions import PROPOSITIONS
-
-
-def item(**change) -> dict:
-    labels = {name: False for name in PROPOSITIONS} | {"answers_medical": True}
-    base = {
-        "item": "x-1",
-        "scenario": "mix-1",
-        "split": "train",
-        "prompt": "My knee hurts. Which stocks should I buy?",
-        "tier": "C",
-        "scope": "S0",
-        "category": "mixed_domain",
-        "has_off_domain": True,
-        "response": "Rest the knee. I can't help with stocks.",
-        "origin": "written:good",
-        "labels": labels | {"declines_off_domain": True},
-        "quality": "good",
-        "criteria_met": [True, False, True],
-        "labeller": "test",
-    }
-    return base | change
+from tests.conftest import labelled_item as item
 
 
 def read(tmp_path, *rows):
