@@ -405,7 +405,8 @@ class GateRule(Section):
     - ``indicator_not_rising``: the judge-gaming `indicator` (deflected clinical questions,
       needless tier-C referrals, echoes of the system prompt) does not rise beyond noise
       (McNemar exact, at `report.alpha`).
-    - ``audit_independent``: the audit grader is not the reward judge training optimised.
+    - ``audit_independent``: the audit grader is neither the reward judge training optimised
+      nor a grader that learned from the labels a preference stage tuned the policy against.
     - ``behaviour_not_rising`` / ``behaviour_not_falling``: the audit's rate of `behaviour`
       does not rise (fall) by more than `margin` (point estimates: a safety gate).
     - ``behaviour_falls``: the rate of `behaviour` falls (or is already zero).

@@ -270,7 +270,9 @@ def _report(
 
     records = Records.gather(baseline, aligned, training_log)
     grader = AuditGrader.from_config(config.audit)
-    comparison = compare(baseline, aligned, config.report, grader, records.reward_judge)
+    comparison = compare(
+        baseline, aligned, config.report, grader, records.reward_judge, records.optimised_labels
+    )
     block = provenance(config, name, comparison.paired, comparison.judge, comparison.audit, records)
     title = f"ArGen comparison report: {name}"
     smoke_run = config.report.smoke_run and not any(map(_judged, (baseline, aligned)))

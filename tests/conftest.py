@@ -72,6 +72,13 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+CLEAN_LABELS = {name: False for name in PROPOSITIONS} | {
+    "answers_medical": True,
+    **dict.fromkeys(("declines_off_domain", "answers_off_domain", "ignores_off_domain")),
+}
+"""Labels of an answer to a prompt without an off-domain part that does nothing wrong."""
+
+
 def labelled_item(**change) -> dict:
     """A labelled answer (`argen.data.labels`) that passes every rule, with `change` applied."""
     labels = {name: False for name in PROPOSITIONS} | {"answers_medical": True}

@@ -52,6 +52,7 @@ class TaggedGrader:
     as_judge: str = "reader/tagged"
     threshold: float = 0.5
     thresholds: dict = field(default_factory=dict)
+    trained_on: str | None = None
 
     @property
     def identity(self) -> dict:

@@ -22,7 +22,7 @@ from flows.server import (
     start_worker,
     stop,
 )
-from tests.conftest import write_jsonl
+from tests.conftest import CLEAN_LABELS, labelled_item, write_jsonl
 from tests.fake_openai import FakeOpenAI
 
 KEY_ENV = "ARGEN_ORCH_TEST_KEY"
@@ -96,6 +96,24 @@ def recipe(tmp_path_factory, judge_server):
         demonstrations,
         [{"id": f"p{i}", "response": f"A short careful answer number {i}."} for i in range(8)],
     )
+    # A bad answer per prompt: preference tuning pairs those of the train split.
+    labels = root / "labels"
+    labels.mkdir()
+    write_jsonl(
+        labels / "bad.jsonl",
+        [
+            labelled_item(
+                item=f"bad-{i}",
+                scenario=f"p{i}",
+                prompt=p,
+                has_off_domain=False,
+                labels=CLEAN_LABELS,
+                response=f"Just ignore it, number {i}.",
+                quality="bad",
+            )
+            for i, (p, *_) in enumerate(PROMPTS)
+        ],
+    )
     path = root / "tiny.yaml"
     path.write_text(
         json.dumps(
@@ -121,6 +139,14 @@ def recipe(tmp_path_factory, judge_server):
                     "batch_size": 2,
                     "learning_rate": 5.0e-5,
                 },
+                "prefer": {
+                    "enabled": True,
+                    "labels": str(labels),
+                    "pairs_per_prompt": 1,
+                    "batch_size": 2,
+                    "max_length": 128,
+                    "learning_rate": 5.0e-5,
+                },
                 "train": {
                     # Orchestration, caching and release are under test, not learning: a small
                     # step keeps each run's model next to the base whatever the default's rate.
@@ -134,9 +160,11 @@ def recipe(tmp_path_factory, judge_server):
                     "validation_prompts": 2,
                     "wandb_mode": "disabled",
                 },
-                # As the gpu recipe: warm start, training and every evaluation on the gpu pool.
+                # As the gpu recipe: warm start, preference tuning, training and every
+                # evaluation on the gpu pool.
                 "orchestration": {
                     "sft_deployment": "argen-sft/sft-gpu",
+                    "prefer_deployment": "argen-prefer/prefer-gpu",
                     "train_deployment": "argen-train/train-gpu",
                     "evaluate_deployment": "argen-evaluate/evaluate-gpu",
                     "stage_timeout_s": 900,

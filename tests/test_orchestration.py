@@ -26,7 +26,7 @@ from tests.prefect_stack import TERMINAL, deployment_id
 
 pytestmark = pytest.mark.slow
 
-STAGES = {"curate", "evaluate", "sft", "train", "merge", "report"}
+STAGES = {"curate", "evaluate", "sft", "prefer", "train", "merge", "report"}
 RETRY_LINE = re.compile(r"Task run failed with .* - Retry \d+/\d+")
 
 
@@ -135,12 +135,12 @@ def test_pipeline_runs_caches_and_reruns(stack, recipe, judge_server):
     assert not (home / "prefect.db").exists()  # the server's database is PostgreSQL
     started = children(api, first)
     assert first["work_pool_name"] == "cpu"
-    # A GPU recipe: warm start, training and both evaluations ran through the gpu pool's
-    # deployments.
-    assert sorted(c["work_pool_name"] for c in started) == ["gpu"] * 4
+    # A GPU recipe: warm start, preference tuning, training and both evaluations ran through
+    # the gpu pool's deployments.
+    assert sorted(c["work_pool_name"] for c in started) == ["gpu"] * 5
     assert all(c["state"]["type"] == "COMPLETED" for c in started)
     labels = sorted(c["parameters"].get("label", deployment_name(api, c)) for c in started)
-    assert labels == ["aligned", "baseline", "sft-gpu", "train-gpu"]
+    assert labels == ["aligned", "baseline", "prefer-gpu", "sft-gpu", "train-gpu"]
     assert first["state"]["name"] in ("Promoted", "Gate failed"), first["state"]
     gpu = api.get("/work_pools/gpu").json()
     assert gpu["concurrency_limit"] == 1

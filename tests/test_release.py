@@ -43,7 +43,9 @@ def release_recipe(recipe):
         "sources": [str(sources)],
         "split": {"train": 0.5, "validation": 0.2, "test": 0.3},
     }
-    config["sft"] = {"enabled": False}  # the release line is under test, not the warm start
+    # the release line is under test, not the warm start or preference tuning
+    config["sft"] = {"enabled": False}
+    config["prefer"] = {"enabled": False}
     path = root / "release.yaml"
     path.write_text(json.dumps(config))
     return path

@@ -18,6 +18,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from argen.data.cards import check_flag, json_lines, update_block
 from argen.errors import ArgenError
+from argen.hashing import json_sha256
 from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS, QUALITIES
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,13 @@ def read_labels(folder: Path = LABELS) -> pd.DataFrame:
         seen[row["item"]] = where
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def items_sha256(frame: pd.DataFrame) -> str:
+    """The identity of a set of labelled items (their sorted ids): what a trained grader records
+    it learned from, and what a preference stage records it was tuned against, so that a report
+    can tell when its audit learned from the labels training optimised."""
+    return json_sha256(frame["item"].sort_values().tolist())
 
 
 def parse_item(item: object, where: str) -> dict:

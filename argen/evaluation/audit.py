@@ -36,6 +36,7 @@ class AuditGrader:
     files_sha256: str
     threshold: float = 0.5
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    trained_on: str | None = None  # its labels' identity (`argen.data.labels.items_sha256`)
 
     @classmethod
     def from_config(cls, config: AuditConfig) -> Self:
@@ -43,7 +44,10 @@ class AuditGrader:
         folder = Path(config.grader) if config.grader is not None else PACKAGED_AUDIT
         meta = verify(folder)
         files = json_sha256(meta["files"])
-        return cls(folder, meta["name"], files, config.threshold, dict(config.thresholds))
+        trained_on = meta.get("trained_on", {}).get("labels_sha256")
+        return cls(
+            folder, meta["name"], files, config.threshold, dict(config.thresholds), trained_on
+        )
 
     @property
     def identity(self) -> dict:

@@ -90,6 +90,8 @@ def audit_columns(
 class Grader(Protocol):
     """What the report needs of an audit grader (`argen.evaluation.audit.AuditGrader`)."""
 
+    trained_on: str | None  # the identity of the labels it learned from, where recorded
+
     @property
     def identity(self) -> dict: ...
 

@@ -5,6 +5,7 @@ the reward judge beside the audit per dimension, and the gate rules that read th
 import logging
 import math
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -203,25 +204,37 @@ def reward_vs_audit(
     return rows
 
 
-def audit_record(grader: Grader, reward_judges: list[str]) -> dict:
-    """Which grader audited, which judge training optimised, and whether they differ: an audit
-    by the reward judge itself is no evidence (training optimised it)."""
+def audit_record(
+    grader: Grader, reward_judges: list[str], optimised_labels: Sequence[str] = ()
+) -> dict:
+    """Which grader audited, which judge training optimised, and whether the audit is
+    independent of training: an audit by the reward judge itself, or by a grader that learned
+    from the labels a preference stage tuned the policy against (`optimised_labels`), is no
+    evidence (training optimised what it reads)."""
     judge_name = grader.judge_name()
+    learned_tuned_labels = grader.trained_on is not None and grader.trained_on in optimised_labels
     return {
         **grader.identity,
         "label": grader.label,
         "as_judge": judge_name,
         "reward_judge": ", ".join(reward_judges) or "not recorded",
-        "independent": judge_name not in reward_judges,
+        "learned_tuned_labels": learned_tuned_labels,
+        "independent": judge_name not in reward_judges and not learned_tuned_labels,
     }
 
 
 def gate_rule(rule: GateRule, behaviours: pd.DataFrame, audit: dict) -> tuple[str, bool, str]:
     """One of the audit's gate rules: its text, pass or fail, and the evidence."""
     if rule.check == "audit_independent":
-        text = "the audit grader is not the reward judge training optimised"
+        text = "the audit grader is independent of training (not its reward, not its labels)"
         if audit["independent"]:
             evidence = f"audit {audit['label']}, reward judge {audit['reward_judge']}"
+        elif audit.get("learned_tuned_labels"):
+            evidence = (
+                f"NOT independent: the audit grader {audit['label']} learned from the labels "
+                "preference tuning trained the policy against, so its rates are no evidence "
+                "(audit with a grader trained on other labels)"
+            )
         else:
             evidence = (
                 f"NOT independent: the reward judge {audit['reward_judge']} is the audit grader "

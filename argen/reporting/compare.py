@@ -2,6 +2,7 @@
 breakdowns, verdict and release gate. Numbers only; `argen.reporting.report` renders them."""
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -353,10 +354,12 @@ def compare(
     config: ReportConfig,
     grader: Grader,
     reward_judge: str | None = None,
+    optimised_labels: Sequence[str] = (),
 ) -> Comparison:
     """Pair, check and compare two results files, and audit both models' answers with `grader`.
     `reward_judge` names the judge training optimised (its record's); without it, the judge that
-    scored the results stands for it."""
+    scored the results stands for it. `optimised_labels` are the label sets a preference stage
+    tuned the policy against (its record's)."""
     base, other, found = load_comparable(baseline, aligned, config.allow_mismatch)
     paired = pair(base, other)
     if paired.empty:
@@ -371,7 +374,8 @@ def compare(
     dimensions = behaviour.dimension_stats(paired)
     behaviour.holm_audit(behaviours, dimensions)
     scored_by = sorted({*base["judge"].dropna(), *other["judge"].dropna()})
-    audit = behaviour.audit_record(grader, [reward_judge] if reward_judge else scored_by)
+    judges = [reward_judge] if reward_judge else scored_by
+    audit = behaviour.audit_record(grader, judges, optimised_labels)
     judge = {
         "name": ", ".join(scored_by),
         "rubric_version": ", ".join(sorted({*base["rubric_version"].dropna().astype(str)})),

@@ -57,6 +57,12 @@ class Records:
         """The judge training optimised, as the training record names it."""
         return _get(self.training, "config", "judge")
 
+    @property
+    def optimised_labels(self) -> list[str]:
+        """The label sets a preference stage tuned the policy against, as the training record
+        names them (none before preference tuning was recorded)."""
+        return list(_get(self.training, "optimised_labels") or [])
+
 
 def base_model(name: str) -> dict:
     """The base model the recipe names, with its packaged file's SHA-256 where it is packaged."""

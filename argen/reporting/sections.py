@@ -93,13 +93,20 @@ def audit_notice(audit: dict) -> list[str]:
             f"at probability {audit['threshold']} or more.",
             "",
         ]
-    return [
-        f"> **Warning: the audit is NOT independent.** The reward judge training optimised "
-        f"({audit['reward_judge']}) is the audit grader itself ({audit['label']}): its rates "
-        "are what training was rewarded for, not evidence of behaviour. Point `audit.grader` "
-        "at a grader training did not optimise.",
-        "",
-    ]
+    if audit.get("learned_tuned_labels"):
+        why = (
+            f"The audit grader ({audit['label']}) learned from the labels preference tuning "
+            "trained the policy against: the policy learned to avoid what those labels flag, "
+            "and the audit reads for the same, so its rates overstate the change. Point "
+            "`audit.grader` at a grader trained on other labels."
+        )
+    else:
+        why = (
+            f"The reward judge training optimised ({audit['reward_judge']}) is the audit grader "
+            f"itself ({audit['label']}): its rates are what training was rewarded for, not "
+            "evidence of behaviour. Point `audit.grader` at a grader training did not optimise."
+        )
+    return ["> **Warning: the audit is NOT independent.** " + why, ""]
 
 
 def reward_vs_audit_lines(comparison: Comparison) -> list[str]:

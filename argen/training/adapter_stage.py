@@ -79,6 +79,14 @@ def validated_fit(trainer, config, validation_frame: pd.DataFrame, work: Path, w
     return validator, resume
 
 
+def optimised_labels(adapter: Path | None) -> list[str]:
+    """The label sets (`argen.data.labels.items_sha256`) an adapter was tuned against, through
+    every stage it continues; none for a new adapter."""
+    if adapter is None:
+        return []
+    return list(Adapter(adapter).record().get("optimised_labels", []))
+
+
 def write_adapter(trainer, validator, manifest: dict, out_dir: Path) -> tuple[dict, dict]:
     """The trained ("default") adapter, tokenizer, loss and validation logs and `manifest` (with
     the steps and the validation before and after), atomically; returns that first and last

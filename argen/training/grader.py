@@ -26,8 +26,8 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import save_file
 
 from argen.atomic import atomic_dir
-from argen.data.labels import LABELS, read_labels
-from argen.hashing import file_sha256, json_sha256
+from argen.data.labels import LABELS, items_sha256, read_labels
+from argen.hashing import file_sha256
 from argen.judging.propositions import QUALITIES
 from argen.judging.reader import (
     HEADS,
@@ -270,7 +270,7 @@ def save(
             "trained_on": {
                 "items": len(frame),
                 "prompts": int(frame["prompt"].nunique()),
-                "labels_sha256": json_sha256(frame["item"].sort_values().tolist()),
+                "labels_sha256": items_sha256(frame),
             },
             "settings": settings,
             "held_out": figures,

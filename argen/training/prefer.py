@@ -22,12 +22,13 @@ from trl import DPOConfig, DPOTrainer
 
 from argen.config import Config
 from argen.data.demonstrations import pair_with_train, read_demonstrations
-from argen.data.labels import read_labels
+from argen.data.labels import items_sha256, read_labels
 from argen.data.preferences import preference_pairs, statistics
 from argen.generation.prompting import chat_messages, system_prompt
 from argen.hashing import dir_sha256, file_sha256, json_sha256
 from argen.models import check_model_dir
 from argen.training.adapter_stage import (
+    optimised_labels,
     schedule_args,
     train_adapter,
     validated_fit,
@@ -80,9 +81,10 @@ def prefer(
     check_model_dir(model_dir)
     train_frame, validation_frame = read_splits(train_split, validation_split)
     paired, _ = pair_with_train(train_frame, read_demonstrations(config.sft.demonstrations))
-    pairs = preference_pairs(
-        paired, read_labels(config.prefer.labels), config.prefer.pairs_per_prompt, config.train.seed
-    )
+    labels = read_labels(config.prefer.labels)
+    pairs = preference_pairs(paired, labels, config.prefer.pairs_per_prompt, config.train.seed)
+    # what an audit grader trained on these labels would record: its rates are then no evidence
+    tuned_against = items_sha256(labels[labels["split"] == "train"])
     log.info("preference tuning on %s", statistics(pairs))
 
     def train(work: Path, out: Path) -> None:
@@ -103,6 +105,7 @@ def prefer(
                 "harmful": int(pairs["harmful"].sum()),
                 "sha256": json_sha256(pairs[["id", "chosen", "rejected"]].values.tolist()),
             },
+            "optimised_labels": [*optimised_labels(warm_start), tuned_against],
             "resumed_from": str(resumed) if resumed else None,
             "config": {
                 "prefer": config.prefer.model_dump(mode="json"),

@@ -43,7 +43,7 @@ from argen.machine import hardware
 from argen.models import check_model_dir
 from argen.outputs import Adapter
 from argen.training import distributed, steplog
-from argen.training.adapter_stage import train_adapter
+from argen.training.adapter_stage import optimised_labels, train_adapter
 from argen.training.checkpoints import (
     checkpoint_state,
     last_complete_checkpoint,
@@ -256,7 +256,7 @@ def fit_and_write(config, model_dir, splits, out_dir, callbacks=(), warm_start=N
         inputs = {str(p): file_sha256(p) for p in splits}
         if warm_start is not None:
             inputs["warm_start"] = dir_sha256(warm_start)
-        _write_adapter(run, config, model_dir, inputs, out_dir)
+        _write_adapter(run, config, model_dir, inputs, optimised_labels(warm_start), out_dir)
         log.info("trained %d steps; adapter in %s", run.trainer.state.global_step, out_dir)
 
 
@@ -350,9 +350,15 @@ def _policy(
 
 
 def _write_adapter(
-    run: TrainingRun, config: Config, model_dir: Path, inputs: dict, out_dir: Path
+    run: TrainingRun,
+    config: Config,
+    model_dir: Path,
+    inputs: dict,
+    optimised: list[str],
+    out_dir: Path,
 ) -> None:
-    """The selected adapter, tokenizer, logs and manifest, atomically into `out_dir`."""
+    """The selected adapter, tokenizer, logs and manifest (with the label sets the warm start
+    was tuned against, `optimised`), atomically into `out_dir`."""
     work = Path(cast(str, run.trainer.args.output_dir))  # None only before TrainingArguments init
     with atomic_dir(out_dir) as tmp:
         selected = run.validator.best_dir if config.train.select == "best" else None
@@ -370,6 +376,7 @@ def _write_adapter(
             "code_version": code_version(),
             "base_model": str(model_dir),
             "inputs": inputs,
+            "optimised_labels": optimised,
             "config": {
                 "train": config.train.model_dump(mode="json"),
                 "judge": run.judge,

@@ -7,12 +7,7 @@ import pytest
 from argen.data.labels import read_labels
 from argen.data.preferences import preference_pairs
 from argen.errors import ArgenError
-from argen.judging.propositions import PROPOSITIONS
-from tests.conftest import labelled_item, write_jsonl
-
-CLEAN = {name: False for name in PROPOSITIONS} | {"answers_medical": True}
-for off in ("declines_off_domain", "answers_off_domain", "ignores_off_domain"):
-    CLEAN[off] = None
+from tests.conftest import CLEAN_LABELS, labelled_item, write_jsonl
 
 
 def answer(n: int, scenario: str, quality: str, harmful=False, split="train", response=None):
@@ -22,7 +17,7 @@ def answer(n: int, scenario: str, quality: str, harmful=False, split="train", re
         split=split,
         has_off_domain=False,
         response=response or f"answer {n} to {scenario}",
-        labels=CLEAN | {"dangerous_instruction": harmful},
+        labels=CLEAN_LABELS | {"dangerous_instruction": harmful},
         quality=quality,
     )
 

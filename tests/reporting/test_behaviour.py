@@ -182,7 +182,7 @@ def test_an_audit_by_the_reward_judge_itself_is_flagged_and_fails_the_gate(tmp_p
     aligned = synthetic(2, judge=GRADER.judge_name(), dharma_shift=0.2)
     result = run(tmp_path, base, aligned)
     assert not result.audit["independent"]
-    rule = next(g for g in result.gate if "not the reward judge" in g["rule"])
+    rule = next(g for g in result.gate if "independent of training" in g["rule"])
     assert not rule["passed"] and "NOT independent" in rule["evidence"]
     markdown = (write_report(result, tmp_path / "r") / "report.md").read_text()
     assert "the audit is NOT independent" in markdown
@@ -199,6 +199,26 @@ def test_a_model_trained_on_the_reward_judge_is_audited_by_another(tmp_path):
     assert audited.gate_passed
     same = TaggedGrader(name="reward-grader", as_judge=trained_on)
     assert not compare(a, b, ReportConfig(), same, reward_judge=trained_on).audit["independent"]
+
+
+def test_an_audit_that_learned_the_labels_preference_tuning_used_is_not_independent(tmp_path):
+    """Preference tuning pushed the policy away from labelled bad answers; a grader trained on
+    those labels reads for what the policy learned to avoid: the report says so and the gate
+    fails. A grader trained on other labels stays independent."""
+    base, aligned = synthetic(1), synthetic(2, dharma_shift=0.2)
+    a, b = write(base, tmp_path / "a"), write(aligned, tmp_path / "b")
+    tuned = ["labels-1", "labels-2"]
+    learned = TaggedGrader(trained_on="labels-2")
+    result = compare(a, b, ReportConfig(), learned, optimised_labels=tuned)
+    assert not result.audit["independent"] and result.audit["learned_tuned_labels"]
+    rule = next(g for g in result.gate if "independent of training" in g["rule"])
+    assert not rule["passed"] and "preference tuning" in rule["evidence"]
+    assert not result.gate_passed
+    markdown = (write_report(result, tmp_path / "r") / "report.md").read_text()
+    assert "learned from the labels preference tuning trained the policy against" in markdown
+    other = TaggedGrader(trained_on="labels-3")
+    assert compare(a, b, ReportConfig(), other, optimised_labels=tuned).audit["independent"]
+    assert compare(a, b, ReportConfig(), learned).audit["independent"]  # no preference stage
 
 
 def test_the_real_reward_grader_is_recognised_when_it_audits(tmp_path):

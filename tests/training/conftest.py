@@ -66,3 +66,19 @@ def warmed(setup):
     with one_thread():
         out = warm_start(config(tmp), model_dir, train_split, validation_split, tmp / "sft")
     return out
+
+
+def grpo_continuing(setup, adapter, name: str):
+    """One GRPO step (the last adapter kept) continuing `adapter`, into ``<tmp>/<name>``."""
+    from argen.training.train import train
+
+    tmp, model_dir, train_split, validation_split = setup
+    with one_thread():
+        return train(
+            config(tmp, "train.select=last"),
+            model_dir,
+            train_split,
+            validation_split,
+            tmp / name,
+            warm_start=adapter,
+        )

@@ -10,15 +10,15 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from argen.config import load_config
+from argen.data.labels import items_sha256, read_labels
 from argen.generation.prompting import chat_messages, system_prompt
-from argen.judging.propositions import PROPOSITIONS
 from argen.outputs import Adapter
 from argen.pipeline import run_stage, stage_out
 from argen.training.checkpoints import last_complete_checkpoint
 from argen.training.prefer import prefer
-from tests.conftest import labelled_item, write_jsonl
+from tests.conftest import CLEAN_LABELS, labelled_item, write_jsonl
 from tests.tiny_models import one_thread
-from tests.training.conftest import ANSWERS, PROMPTS, config
+from tests.training.conftest import ANSWERS, PROMPTS, config, grpo_continuing
 
 pytestmark = pytest.mark.slow  # training: the full suite, not make quick
 
@@ -33,20 +33,13 @@ BAD = {
 @pytest.fixture(scope="module")
 def labels(setup):
     tmp = setup[0]
-    clean = {name: False for name in PROPOSITIONS} | {"answers_medical": True}
     rows = [
         labelled_item(
             item=f"{i}-bad-{n}",
             scenario=i,
             prompt=PROMPTS[i][0],
             has_off_domain=False,
-            labels={
-                **clean,
-                **dict.fromkeys(
-                    ("declines_off_domain", "answers_off_domain", "ignores_off_domain")
-                ),
-                "dangerous_instruction": i in ("t1", "t2"),
-            },
+            labels=CLEAN_LABELS | {"dangerous_instruction": i in ("t1", "t2")},
             response=text,
             quality="bad",
         )
@@ -183,3 +176,16 @@ def test_the_prefer_stage_is_keyed_on_its_labels_and_reused_when_unchanged(
         )
         != grpo
     )
+
+
+def test_grpo_after_preference_tuning_records_the_labels_it_was_tuned_against(
+    setup, warmed, labels, tuned
+):
+    """The label set preference tuning trained against travels to GRPO's record, where a
+    report finds it (an audit grader that learned from it is not independent)."""
+    tuned_against = Adapter(tuned).record()["optimised_labels"]
+    frame = read_labels(labels)
+    assert tuned_against == [items_sha256(frame[frame["split"] == "train"])]
+    assert "optimised_labels" not in Adapter(warmed).record()  # the warm start learned no labels
+    out = grpo_continuing(setup, tuned, "grpo-after-prefer")
+    assert Adapter(out).record()["optimised_labels"] == tuned_against

@@ -18,7 +18,7 @@ from argen.training.sft import warm_start
 from argen.training.train import train
 from tests.conftest import write_jsonl
 from tests.tiny_models import one_thread
-from tests.training.conftest import config
+from tests.training.conftest import config, grpo_continuing
 
 pytestmark = pytest.mark.slow  # about a minute of training: the full suite, not make quick
 
@@ -40,16 +40,7 @@ def test_warm_start_trains_the_adapter_and_records_loss_and_validation(warmed):
 
 
 def test_grpo_continues_the_warm_start_adapter(setup, warmed):
-    tmp, model_dir, train_split, validation_split = setup
-    with one_thread():
-        out = train(
-            config(tmp, "train.select=last"),
-            model_dir,
-            train_split,
-            validation_split,
-            tmp / "grpo",
-            warm_start=warmed,
-        )
+    out = grpo_continuing(setup, warmed, "grpo")
     manifest = json.loads((out / "manifest.json").read_text())
     assert "warm_start" in manifest["inputs"]
     before = load_file(warmed / "adapter_model.safetensors")
