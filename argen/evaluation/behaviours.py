@@ -90,7 +90,10 @@ def audit_columns(
 class Grader(Protocol):
     """What the report needs of an audit grader (`argen.evaluation.audit.AuditGrader`)."""
 
-    trained_on: str | None  # the identity of the labels it learned from, where recorded
+    @property
+    def trained_on(self) -> str | None:
+        """The identity of the labels it learned from, where its record gives one."""
+        ...
 
     @property
     def identity(self) -> dict: ...

@@ -1,5 +1,6 @@
-"""What the adapter stages before GRPO (the warm start, preference tuning) share: training in a
-resumable ``<out>.partial`` folder, and writing the adapter with its logs and manifest atomically.
+"""What the adapter stages share: training in a resumable ``<out>.partial`` folder (all three);
+for the warm start and preference tuning, their schedule, validation and the adapter written with
+its logs and manifest atomically; and the label sets an adapter was tuned against.
 """
 
 import json
