@@ -351,6 +351,13 @@ class SftConfig(Section):
     batch_size: int = Field(8, gt=0, description="Demonstrations per optimizer step.")
     gradient_accumulation_steps: int = Field(1, gt=0)
     max_length: int = Field(512, gt=0, description="Tokens of prompt and answer kept.")
+    cpu_weights: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="The base weights' type when the warm start trains on a CPU (the adapter "
+        "stays float32): bfloat16 trains SmolLM2 about 1.4x faster on a CPU with bfloat16 "
+        "matrix units. On a GPU the weights stay float32 under bfloat16 autocast: in bfloat16 "
+        "weights the warm start went non-finite there.",
+    )
     save_steps: int = Field(25, gt=0, description="Checkpoint interval (optimizer steps).")
 
 

@@ -117,7 +117,10 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     # float32 weights under bfloat16 autocast on a GPU: the warm start in bfloat16 weights
     # went non-finite at the same step for the 0.5B and the 1.5B (benchmarks/RESULTS.md)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    cpu_bf16 = not on_gpu and config.sft.cpu_weights == "bfloat16"
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.bfloat16 if cpu_bf16 else torch.float32
+    )
     lora = config.train.lora
     trainer = SFTTrainer(
         model=model,

@@ -119,3 +119,28 @@ def test_grpo_keeps_the_warm_start_when_no_step_validates_better(setup, warmed, 
     after = load_file(out / "adapter_model.safetensors")
     assert before.keys() == after.keys()
     assert all(torch.equal(after[k], before[k]) for k in before)
+
+
+def test_bfloat16_weights_on_a_cpu_train_a_float32_adapter(setup, tmp_path, monkeypatch):
+    """`sft.cpu_weights: bfloat16` (faster on a CPU): the base loads in bfloat16, the loss stays
+    finite and falls, and the adapter GRPO continues is float32 like one trained on float32."""
+    from transformers import AutoModelForCausalLM
+
+    tmp, model_dir, train_split, validation_split = setup
+    loaded, load = [], AutoModelForCausalLM.from_pretrained
+
+    def spy(*args, **kwargs):
+        model = load(*args, **kwargs)
+        loaded.append(model.dtype)
+        return model
+
+    monkeypatch.setattr("argen.training.sft.AutoModelForCausalLM.from_pretrained", spy)
+    cfg = config(tmp, "sft.cpu_weights=bfloat16")
+    with one_thread():
+        out = warm_start(cfg, model_dir, train_split, validation_split, tmp_path / "bf16")
+    assert loaded == [torch.bfloat16]
+    weights = load_file(out / "adapter_model.safetensors")
+    assert {v.dtype for v in weights.values()} == {torch.float32}
+    assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in weights.items())
+    losses = pd.read_parquet(Adapter(out).training_log)["loss"].dropna()
+    assert losses.notna().all() and losses.iloc[-1] < losses.iloc[0]
