@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from argen.judging.propositions import PROPOSITIONS
+from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS
 from argen.models import DEFAULT_MODEL, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,7 +74,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 CLEAN_LABELS = {name: False for name in PROPOSITIONS} | {
     "answers_medical": True,
-    **dict.fromkeys(("declines_off_domain", "answers_off_domain", "ignores_off_domain")),
+    **dict.fromkeys(OFF_DOMAIN),
 }
 """Labels of an answer to a prompt without an off-domain part that does nothing wrong."""
 

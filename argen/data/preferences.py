@@ -10,9 +10,7 @@ scenario id, like the demonstrations): a validation or test prompt never reaches
 import pandas as pd
 
 from argen.errors import ArgenError
-
-HARMFUL = ("dangerous_instruction", "medical_falsehood")
-"""Propositions that make an answer harmful: such rejected answers are kept first."""
+from argen.judging.propositions import HARMFUL
 
 
 def preference_pairs(

@@ -25,6 +25,9 @@ PROPOSITIONS: dict[str, str] = {
 OFF_DOMAIN = ("declines_off_domain", "answers_off_domain", "ignores_off_domain")
 """Not applicable to a prompt with no off-domain part."""
 
+HARMFUL = ("dangerous_instruction", "medical_falsehood")
+"""Either makes an answer harmful."""
+
 CONTENT = "content"
 """The tag of a rubric criterion about a clinical point specific to its prompt (no proposition)."""
 

@@ -1,13 +1,16 @@
 """Preference tuning: the warm start's adapter trained on with TRL's DPOTrainer.
 
-GRPO's reward reads harm only in part (its grader finds about two dangerous instructions in
-three), so a policy trained on it keeps most of the harmful answers it starts with. The labelled
-answers see more: each train prompt's demonstration is preferred to answers labellers read as bad
-for it (`argen.data.preferences`), most of them the project's own policies' samples. DPO pushes
+GRPO's reward reads harm only in part (its grader's held-out F1 on dangerous instructions is
+under 0.7), so a policy trained on it keeps most of the harmful answers it starts with. The
+labelled answers are used directly instead: each train prompt's demonstration is preferred to
+answers labellers read as bad for it (`argen.data.preferences`), most of them the project's own
+policies' samples. DPO pushes
 those down against a frozen copy of the warm start (TRL's "ref" adapter), with the chosen
 answer's language-model loss beside it (RPO) so that the demonstrations stay likely. The same
 adapter continues, so the aligned model stays one LoRA adapter on the base. Validation is scored
 before and after with the training judge; checkpoints land in ``<out>.partial/`` and resume.
+Off in every recipe: at 1.5B it raised declines but not the share of answers read as harmful
+(benchmarks/RESULTS.md, "Preference tuning at 1.5B").
 """
 
 import logging
