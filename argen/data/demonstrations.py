@@ -74,8 +74,9 @@ def pair_with_train(train: pd.DataFrame, demonstrations: pd.DataFrame) -> tuple[
     return paired.reset_index(drop=True), left_out
 
 
-DEMONSTRATIONS = Path("data/demonstrations")
-CARD = DEMONSTRATIONS / "CARD.md"
+SOURCES = (Path("data/demonstrations"), Path("data/demonstrations-careful"))
+"""The committed demonstration sets (two styles, `data/GUIDE.md` sections 3 and 3a), each with
+its own `CARD.md`."""
 START = "<!-- demonstrations:start (python -m argen.data.demonstrations writes this block) -->"
 END = "<!-- demonstrations:end -->"
 
@@ -98,14 +99,17 @@ def statistics(paired: pd.DataFrame, left_out: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite (or with --check, verify) the card's statistics block from the files."""
+    """Rewrite (or with --check, verify) each set's card statistics block from its files."""
     check = check_flag("demonstrations card statistics", argv)
     scenarios = curate_frames(load_config().curate).scenarios
     train = scenarios[scenarios["split"] == "train"]
-    paired, left_out = pair_with_train(train, read_demonstrations(DEMONSTRATIONS))
-    return update_block(
-        CARD, START, END, statistics(paired, left_out), check, "argen.data.demonstrations"
-    )
+    failed = 0
+    for source in SOURCES:
+        paired, left_out = pair_with_train(train, read_demonstrations(source))
+        block = statistics(paired, left_out)
+        card = source / "CARD.md"
+        failed |= update_block(card, START, END, block, check, "argen.data.demonstrations")
+    return failed
 
 
 if __name__ == "__main__":
