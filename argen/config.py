@@ -343,8 +343,11 @@ class SftConfig(Section):
 
     enabled: bool = Field(False, description="Run the warm start; GRPO then continues its adapter.")
     demonstrations: Path = Field(
-        Path("data/demonstrations"),
-        description="A .jsonl file or folder of them: one {id, response} per train scenario.",
+        Path("data/demonstrations-careful"),
+        description="A .jsonl file or folder of them: one {id, response} per train scenario. "
+        "The careful set (data/GUIDE.md section 3a) halved the answers read as harmful at 1.5B "
+        "against the first style (data/demonstrations); benchmarks/RESULTS.md, 'Careful "
+        "demonstrations'.",
     )
     epochs: float = Field(2.0, gt=0, description="Passes over the demonstrations.")
     learning_rate: float = Field(2e-4, gt=0)
