@@ -149,8 +149,8 @@ def _number(value: float | None, spec: str = ".3f") -> str:
 
 
 SMOKE_RUN_LINE = (
-    "a smoke run: a few CPU training steps show the pipeline working and may shift style, not "
-    "teach medicine; reports/gpu-example/ shows a real run"
+    "a smoke run: a few CPU training steps show the pipeline working and may teach the form of "
+    "an answer, not medicine; reports/gpu-example/ shows a real run"
 )
 
 

@@ -163,11 +163,11 @@ def change_lines(paired: pd.DataFrame, largest: bool) -> list[str]:
 
 SMOKE_RUN_NOTICE = [
     "> **A smoke run.** This recipe (`report.smoke_run: true`, as the embedded default) is a "
-    "short CPU run that shows every stage of the pipeline working: a few GRPO steps of short "
-    "completions on a 135M model. That can shift the model's style in ways the judge scores, "
-    "or not, depending on the seed; it does not teach it medicine, so read its verdict and gate "
-    "in that light. For what alignment does, see the GPU example run "
-    "(`reports/gpu-example/` in the repository).",
+    "short CPU run on a 135M model that shows every stage of the pipeline working: a few GRPO "
+    "steps, after one pass of the supervised warm start where the recipe has it. The warm start "
+    "teaches where a decline and an escalation go; neither teaches the model medicine, so read "
+    "its answers, verdict and gate in that light. For what alignment does at a larger scale, see "
+    "the GPU example runs (`reports/gpu-example/` in the repository).",
     "",
 ]
 
