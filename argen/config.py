@@ -342,14 +342,22 @@ class SftConfig(Section):
     GRPO: GRPO can only reinforce what the policy already samples (a decline, an escalation)."""
 
     enabled: bool = Field(False, description="Run the warm start; GRPO then continues its adapter.")
-    demonstrations: Path = Field(
-        Path("data/demonstrations-careful"),
-        description="A .jsonl file or folder of them: one {id, response} per train scenario. "
-        "The careful set (data/GUIDE.md section 3a) halved the answers read as harmful at 1.5B "
-        "against the first style (data/demonstrations); benchmarks/RESULTS.md, 'Careful "
-        "demonstrations'.",
+    demonstrations: list[Path] = Field(
+        [Path("data/demonstrations-careful")],
+        description="Sources read as one, each a .jsonl file or a folder of them: answers to "
+        "train scenarios ({id, response}) and written prompts with their answers "
+        "(argen.data.demonstrations). The careful set (data/GUIDE.md section 3a) halved the "
+        "answers read as harmful at 1.5B against the first style (data/demonstrations); "
+        "benchmarks/RESULTS.md, 'Careful demonstrations'.",
     )
     epochs: float = Field(2.0, gt=0, description="Passes over the demonstrations.")
+
+    @field_validator("demonstrations", mode="before")
+    @classmethod
+    def _one_or_several(cls, value: Any) -> Any:
+        """One source may be named alone (`--set sft.demonstrations=DIR`)."""
+        return [value] if isinstance(value, str | Path) else value
+
     learning_rate: float = Field(2e-4, gt=0)
     batch_size: int = Field(8, gt=0, description="Demonstrations per optimizer step.")
     gradient_accumulation_steps: int = Field(1, gt=0)

@@ -2,8 +2,9 @@
 
 GRPO only reinforces what the policy already samples; a base model that never declines an
 off-domain ask or escalates an emergency gives no reward anything to pay for. The warm start
-teaches those behaviours from hand-written answers to train-split prompts
-(`argen.data.demonstrations`), with the same system prompt and chat format evaluation uses; GRPO
+teaches those behaviours from hand-written answers to train-split prompts and to written prompts
+beyond the scenario set (`argen.data.demonstrations`; one related to a validation prompt is
+refused), with the same system prompt and chat format evaluation uses; GRPO
 then continues the same adapter (`argen.training.train`), so the aligned model stays one LoRA
 adapter on the base. The validation split is scored before and after with the training judge
 (the same record GRPO's validation keeps) and the loss is logged per step. Checkpoints land in
@@ -21,7 +22,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import SFTConfig, SFTTrainer
 
 from argen.config import Config
-from argen.data.demonstrations import pair_with_train, read_demonstrations
+from argen.data.demonstrations import (
+    check_written_prompts,
+    closest_evaluation_prompts,
+    pair_with_train,
+    read_demonstrations,
+)
 from argen.generation.prompting import chat_messages, system_prompt
 from argen.hashing import file_sha256, json_sha256
 from argen.models import check_model_dir
@@ -69,13 +75,17 @@ def warm_start(
     check_model_dir(model_dir)
     train_frame, validation_frame = read_splits(train_split, validation_split)
     demonstrations = read_demonstrations(config.sft.demonstrations)
+    closest = closest_evaluation_prompts(demonstrations, validation_frame)
+    check_written_prompts(closest, config.curate.related_threshold)
     paired, left_out = pair_with_train(train_frame, demonstrations)
+    written = int(paired["written"].sum())
     log.info(
-        "warm start on %d demonstrations (%d of %d train prompts; %d answers for prompts outside "
-        "this train split left out)",
+        "warm start on %d demonstrations (%d of %d train prompts, %d written prompts; %d answers "
+        "for prompts outside this train split left out)",
         len(paired),
-        len(paired),
+        len(paired) - written,
         len(train_frame),
+        written,
         left_out,
     )
 
@@ -87,8 +97,9 @@ def warm_start(
             "base_model": str(model_dir),
             "inputs": inputs,
             "demonstrations": {
-                "source": str(config.sft.demonstrations),
+                "sources": [str(p) for p in config.sft.demonstrations],
                 "used": len(paired),
+                "written": written,
                 "left_out": left_out,
                 "ids_sha256": json_sha256(sorted(paired["id"])),
             },

@@ -1,6 +1,7 @@
 """The warm start on a tiny random model: it trains the answer tokens, logs its loss and two
-validation records, leaves prompts outside the train split out, resumes, and GRPO continues its
-adapter, keeping the warm start itself when no GRPO step validates better."""
+validation records, leaves prompts outside the train split out, refuses a written prompt related
+to a validation prompt, resumes, and GRPO continues its adapter, keeping the warm start itself
+when no GRPO step validates better."""
 
 import json
 
@@ -80,6 +81,18 @@ def test_no_matching_demonstration_is_an_error(setup, tmp_path):
     bad = config(tmp, f"sft.demonstrations={tmp_path / 'other.jsonl'}")
     with pytest.raises(ArgenError, match="no demonstration matches"):
         warm_start(bad, model_dir, train_split, validation_split, tmp_path / "out")
+
+
+def test_a_written_prompt_related_to_a_validation_prompt_is_refused(setup, tmp_path):
+    tmp, model_dir, train_split, validation_split = setup
+    asked = pd.read_parquet(validation_split)["prompt"].iloc[0]
+    written = {"id": "wp-1", "prompt": f"{asked}?", "response": "Rest it.", "tier": "C"}
+    written |= {"scope": "S0", "category": "clinical"}
+    write_jsonl(tmp_path / "written.jsonl", [written])
+    both = f"sft.demonstrations=[{tmp / 'demos.jsonl'}, {tmp_path / 'written.jsonl'}]"
+    with pytest.raises(ArgenError, match="1 written prompt.*related to an evaluation prompt"):
+        warm_start(config(tmp, both), model_dir, train_split, validation_split, tmp_path / "o")
+    assert not (tmp_path / "o").exists()  # refused before anything was trained
 
 
 def test_the_sft_stage_is_keyed_on_its_demonstrations_and_reused_when_unchanged(setup, tmp_path):
