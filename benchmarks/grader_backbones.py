@@ -1,6 +1,6 @@
 """Train the reading grader on several backbones and compare them held out, on a GPU.
 
-    python -m benchmarks.grader_backbones --out DIR VARIANT [VARIANT ...]
+    python -m benchmarks.grader_backbones --out DIR VARIANT [VARIANT ...] [--held-out-origin PREFIX]
 
 A variant is BACKBONE[:finetune], BACKBONE being `all-MiniLM-L6-v2` (the packaged encoder) or a
 model spec (e.g. qwen2.5-coder-0.5b-instruct). Each is trained on the labelled items of
@@ -18,6 +18,7 @@ import logging
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from argen.data.labels import LABELS, read_labels
@@ -40,6 +41,16 @@ def train_variant(
     name = f"reader-{backbone.split('/')[-1].lower()}{'-tuned' if tuned else ''}"
     settings = {"encoder": "tuned (LoRA)" if tuned else "as packaged", "seed": 0}
     return save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone), figures
+
+
+def from_origins(held: pd.DataFrame, prefixes: list[str]) -> pd.DataFrame:
+    """The held-out items whose origin starts with one of `prefixes` (all of them when none)."""
+    if not prefixes:
+        return held
+    chosen = held[held["origin"].str.startswith(tuple(prefixes))].reset_index(drop=True)
+    if chosen.empty:
+        raise SystemExit(f"no held-out item has an origin starting with {prefixes}")
+    return chosen
 
 
 def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
@@ -78,10 +89,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--labels", type=Path, default=LABELS)
     parser.add_argument("--epochs", type=int, default=4, help="epochs of a tuned backbone")
+    parser.add_argument(
+        "--held-out-origin",
+        action="append",
+        default=[],
+        help="measure only on held-out items whose origin starts with this (repeatable): "
+        "e.g. one policy's answers",
+    )
     parser.add_argument("variants", nargs="+")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     train, held = held_out_split(read_labels(args.labels))
+    held = from_origins(held, args.held_out_origin)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for variant in args.variants:
