@@ -170,9 +170,9 @@ START = "<!-- demonstrations:start (python -m argen.data.demonstrations writes t
 END = "<!-- demonstrations:end -->"
 
 
-def statistics(paired: pd.DataFrame, left_out: int, closest: float | None) -> str:
+def statistics(paired: pd.DataFrame, left_out: int, closest: float | None, threshold: float) -> str:
     """The card's numbers: answers by category and tier, their length in words, and for written
-    prompts the highest similarity of one to an evaluation prompt."""
+    prompts the highest similarity of one to an evaluation prompt (related from `threshold`)."""
     table = pd.crosstab(paired["category"], paired["tier"], margins=True, margins_name="total")
     words = paired["response"].str.split().str.len()
     written = int(paired["written"].sum())
@@ -186,7 +186,7 @@ def statistics(paired: pd.DataFrame, left_out: int, closest: float | None) -> st
     if closest is not None:
         lines.append(
             f"Closest written prompt to a validation, test or holdout prompt: cosine similarity "
-            f"{closest:.3f} (related from {load_config().curate.related_threshold})."
+            f"{closest:.3f} (related from {threshold})."
         )
     return "\n".join([*lines, "", table.to_markdown(), END])
 
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         check_written_prompts(closest, config.related_threshold)
         paired, left_out = pair_with_train(train, demonstrations)
         highest = float(closest["similarity"].max()) if len(closest) else None
-        block = statistics(paired, left_out, highest)
+        block = statistics(paired, left_out, highest, config.related_threshold)
         card = source / "CARD.md"
         failed |= update_block(card, START, END, block, check, "argen.data.demonstrations")
     return failed
