@@ -8,8 +8,9 @@ train-split prompts (`argen.training.grader`), measured on those of validation-s
 (held out by prompt) and on the probe suite v2, and saved as a grader folder under DIR, with
 DIR/figures.json holding every variant's figures and timings. A variant `trained:FOLDER` is a
 grader trained earlier: measured and probed the same way on today's labels, not trained (the
-"before" of a round of new labels). Every choice is made on the
-validation split and the probes; the test split is not read.
+"before" of a round of new labels). With `--held-out-origin`, each variant is also measured on
+the held-out items of those origins alone (e.g. one policy's answers, what a reward on its line
+sees). Every choice is made on the validation split and the probes; the test split is not read.
 """
 
 import argparse
@@ -31,8 +32,9 @@ log = logging.getLogger("grader_backbones")
 
 def train_variant(
     backbone: str, tuned: bool, train, held, out: Path, epochs: int
-) -> tuple[Path, dict]:
-    """A grader trained on `train` and saved under `out`; its folder and held-out figures."""
+) -> tuple[Path, dict, object, object]:
+    """A grader trained on `train` and saved under `out`; its folder, held-out figures, model
+    and tokenizer."""
     if tuned:
         model, tokenizer = fit(train, backbone, epochs=epochs)
     else:
@@ -40,21 +42,30 @@ def train_variant(
     figures = measure(model, tokenizer, held)
     name = f"reader-{backbone.split('/')[-1].lower()}{'-tuned' if tuned else ''}"
     settings = {"encoder": "tuned (LoRA)" if tuned else "as packaged", "seed": 0}
-    return save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone), figures
+    folder = save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone)
+    return folder, figures, model, tokenizer
 
 
 def from_origins(held: pd.DataFrame, prefixes: list[str]) -> pd.DataFrame:
-    """The held-out items whose origin starts with one of `prefixes` (all of them when none)."""
-    if not prefixes:
-        return held
+    """The held-out items whose origin starts with one of `prefixes`."""
     chosen = held[held["origin"].str.startswith(tuple(prefixes))].reset_index(drop=True)
     if chosen.empty:
         raise SystemExit(f"no held-out item has an origin starting with {prefixes}")
     return chosen
 
 
-def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
-    """Train, measure, save and probe one variant; its figures."""
+def summary(figures: dict) -> dict:
+    """F1 per proposition, quality accuracy and the pairwise ranking, rounded for the table."""
+    return {
+        "f1": {k: round(v["f1"], 3) for k, v in figures["propositions"].items()},
+        "quality_accuracy": round(figures["quality_accuracy"], 3),
+        "pairwise": round(figures["pairwise"]["better_scored_higher"], 3),
+    }
+
+
+def run_variant(variant: str, train, held, subset, out: Path, epochs: int) -> dict:
+    """Train, measure (on all held-out items, and on `subset` when given), save and probe one
+    variant; its figures."""
     backbone, _, mode = variant.partition(":")
     gpu = torch.cuda.is_available()
     if gpu:
@@ -66,8 +77,13 @@ def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
         model, tokenizer, _ = load_reader(folder)
         figures = measure(model, tokenizer, held)
     else:
-        folder, figures = train_variant(backbone, mode == "finetune", train, held, out, epochs)
+        tuned = mode == "finetune"
+        folder, figures, model, tokenizer = train_variant(
+            backbone, tuned, train, held, out, epochs
+        )
         seconds = round(time.perf_counter() - started, 1)
+    own = {"subset": summary(measure(model, tokenizer, subset))} if subset is not None else {}
+    del model
     started = time.perf_counter()
     table = win_rates(score_pairs(ReaderJudge(folder), read_pairs()))
     return {
@@ -77,9 +93,8 @@ def run_variant(variant: str, train, held, out: Path, epochs: int) -> dict:
         "train_seconds": seconds,
         "probe_seconds": round(time.perf_counter() - started, 1),
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if gpu else None,
-        "f1": {k: round(v["f1"], 3) for k, v in figures["propositions"].items()},
-        "quality_accuracy": round(figures["quality_accuracy"], 3),
-        "pairwise": round(figures["pairwise"]["better_scored_higher"], 3),
+        **summary(figures),
+        **own,
         "probes": {k: int(v) for k, v in table["good_wins"].items()},
     }
 
@@ -93,18 +108,18 @@ def main() -> None:
         "--held-out-origin",
         action="append",
         default=[],
-        help="measure only on held-out items whose origin starts with this (repeatable): "
+        help="also measure on the held-out items whose origin starts with this (repeatable): "
         "e.g. one policy's answers",
     )
     parser.add_argument("variants", nargs="+")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     train, held = held_out_split(read_labels(args.labels))
-    held = from_origins(held, args.held_out_origin)
+    subset = from_origins(held, args.held_out_origin) if args.held_out_origin else None
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for variant in args.variants:
-        results.append(run_variant(variant, train, held, args.out, args.epochs))
+        results.append(run_variant(variant, train, held, subset, args.out, args.epochs))
         log.info("%s", json.dumps(results[-1]))
         (args.out / "figures.json").write_text(json.dumps(results, indent=2) + "\n")
         if torch.cuda.is_available():
