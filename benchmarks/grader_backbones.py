@@ -78,9 +78,7 @@ def run_variant(variant: str, train, held, subset, out: Path, epochs: int) -> di
         figures = measure(model, tokenizer, held)
     else:
         tuned = mode == "finetune"
-        folder, figures, model, tokenizer = train_variant(
-            backbone, tuned, train, held, out, epochs
-        )
+        folder, figures, model, tokenizer = train_variant(backbone, tuned, train, held, out, epochs)
         seconds = round(time.perf_counter() - started, 1)
     own = {"subset": summary(measure(model, tokenizer, subset))} if subset is not None else {}
     del model
