@@ -24,26 +24,17 @@ import torch
 
 from argen.data.labels import LABELS, read_labels
 from argen.judging.probes import read_pairs, score_pairs, win_rates
-from argen.judging.reader import ReaderJudge, load_reader
-from argen.training.grader import fit, fit_heads, held_out_split, measure, save
+from argen.judging.reader import ReaderJudge, load_reader, predict
+from argen.training.grader import figures_of, fit, fit_heads, held_out_split, save
 
 log = logging.getLogger("grader_backbones")
 
 
-def train_variant(
-    backbone: str, tuned: bool, train, held, out: Path, epochs: int
-) -> tuple[Path, dict, object, object]:
-    """A grader trained on `train` and saved under `out`; its folder, held-out figures, model
-    and tokenizer."""
-    if tuned:
-        model, tokenizer = fit(train, backbone, epochs=epochs)
-    else:
-        model, tokenizer = fit_heads(train, backbone)
-    figures = measure(model, tokenizer, held)
+def save_variant(model, backbone: str, tuned: bool, train, figures: dict, out: Path, epochs: int):
+    """Save a grader trained here under `out` with its held-out figures; its folder."""
     name = f"reader-{backbone.split('/')[-1].lower()}{'-tuned' if tuned else ''}"
     settings = {"encoder": "tuned (LoRA)" if tuned else "as packaged", "seed": 0}
-    folder = save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone)
-    return folder, figures, model, tokenizer
+    return save(model, train, figures, out / name, settings | {"epochs": epochs}, backbone)
 
 
 def from_origins(held: pd.DataFrame, prefixes: list[str]) -> pd.DataFrame:
@@ -72,15 +63,27 @@ def run_variant(variant: str, train, held, subset, out: Path, epochs: int) -> di
         torch.cuda.reset_peak_memory_stats()
     started = time.perf_counter()
     seconds = None  # a grader trained earlier is not trained here
+    tuned = mode == "finetune"
     if backbone == "trained":
-        folder = Path(mode)
-        model, tokenizer, _ = load_reader(folder)
-        figures = measure(model, tokenizer, held)
+        model, tokenizer, _ = load_reader(Path(mode))
+    elif tuned:
+        model, tokenizer = fit(train, backbone, epochs=epochs)
     else:
-        tuned = mode == "finetune"
-        folder, figures, model, tokenizer = train_variant(backbone, tuned, train, held, out, epochs)
+        model, tokenizer = fit_heads(train, backbone)
+    if backbone != "trained":
         seconds = round(time.perf_counter() - started, 1)
-    own = {"subset": summary(measure(model, tokenizer, subset))} if subset is not None else {}
+    pairs = list(zip(held["prompt"], held["response"], strict=True))
+    props, quality = predict(model, tokenizer, pairs)  # once: every subset is measured from it
+    figures = figures_of(held, props, quality)
+    own = {}
+    if subset is not None:
+        inside = held["item"].isin(subset["item"]).to_numpy()
+        own = {"subset": summary(figures_of(subset, props[inside], quality[inside]))}
+    folder = (
+        Path(mode)
+        if backbone == "trained"
+        else save_variant(model, backbone, tuned, train, figures, out, epochs)
+    )
     del model
     started = time.perf_counter()
     table = win_rates(score_pairs(ReaderJudge(folder), read_pairs()))

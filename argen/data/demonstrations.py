@@ -79,7 +79,7 @@ def read_demonstrations(sources: Path | Sequence[Path]) -> pd.DataFrame:
 def _parse(row: object, where: str) -> dict:
     if not isinstance(row, dict):
         raise ArgenError(f"{where}: a demonstration must be a JSON object")
-    fields = (*FIELDS, *WRITTEN) if "prompt" in row else FIELDS
+    fields = COLUMNS if "prompt" in row else FIELDS
     for field in fields:
         value = row.get(field)
         if not isinstance(value, str) or not value.strip():

@@ -217,6 +217,12 @@ def measure(model: Reader, tokenizer, frame: pd.DataFrame) -> dict:
     props, quality = predict(
         model, tokenizer, list(zip(frame["prompt"], frame["response"], strict=True))
     )
+    return figures_of(frame, props, quality)
+
+
+def figures_of(frame: pd.DataFrame, props: np.ndarray, quality: np.ndarray) -> dict:
+    """Held-out figures from a grader's predictions (`predict`) on `frame`'s items, so that
+    several subsets of one prediction are measured without reading the items again."""
     y, q = targets(frame)
     per = {}
     for k, name in enumerate(OUTPUTS):
