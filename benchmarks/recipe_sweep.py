@@ -59,7 +59,12 @@ def run_variant(config, grpo: bool, baselines: dict[str, Path], curated: Curated
         raise SystemExit("a variant trains nothing: enable sft.enabled or leave GRPO on")
     adapter = list(trained.values())[-1]
     checked = evaluate_adapter(config, adapter, {"validation": curated.validation}, baselines)
-    return {"report": checked["validation"]["report"], "seconds": seconds, "checked": checked}
+    return {
+        "report": checked["validation"]["report"],
+        "adapter": adapter,
+        "seconds": seconds,
+        "checked": checked,
+    }
 
 
 def rate_cell(row: pd.Series) -> str:
@@ -82,6 +87,7 @@ def table_row(name: str, overrides: list[str], record: dict, outcome: dict) -> d
         "words": f"{length['mean_words_baseline']:.0f} -> {length['mean_words_aligned']:.0f}",
         **{f"{stage} s": s for stage, s in outcome["seconds"].items()},
         "report": str(outcome["report"]),
+        "adapter": str(outcome["adapter"]),
     }
 
 

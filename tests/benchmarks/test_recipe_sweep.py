@@ -46,6 +46,7 @@ def test_grpo_continues_the_warm_start_and_the_merge_takes_the_last_adapter(stag
     ]
     assert set(outcome["seconds"]) == {"sft", "train"}
     assert outcome["report"] == stages.root / "report"
+    assert outcome["adapter"] == stages.root / "train"
 
 
 def test_the_warm_start_alone_merges_its_own_adapter(stages):
@@ -84,7 +85,8 @@ def test_a_row_shows_each_paired_change_with_its_interval():
     ]
     length = {"mean_words_baseline": 81.2, "mean_words_aligned": 94.0}
     record = {"behaviours": rates, "length": length}
-    outcome = {"report": Path("r"), "seconds": {"sft": 41.9}}
+    outcome = {"report": Path("r"), "adapter": Path("a"), "seconds": {"sft": 41.9}}
     row = recipe_sweep.table_row("ep1", ["sft.epochs=1"], record, outcome)
     assert row["declines_off_domain"] == "7/29 -> 16/29 (+0.31 [+0.07, +0.50])"
     assert (row["words"], row["sft s"], row["overrides"]) == ("81 -> 94", 41.9, "sft.epochs=1")
+    assert row["adapter"] == "a"
