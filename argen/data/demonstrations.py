@@ -9,11 +9,12 @@ two kinds:
   is left out (counted, never trained on), so a different split seed can never leak an
   evaluation prompt into the warm start;
 - a written prompt with its answer, ``{"id": ..., "prompt": ..., "tier": ..., "scope": ...,
-  "category": ..., "response": ..., "writer": ...}`` (`data/demonstrations-written/`, GUIDE
-  section 3b): training data beyond the scenario set, which cannot grow without moving the
-  splits. Its prompt must not be related to an evaluation prompt: one at or above
-  `curate.related_threshold` (the similarity at which curation keeps prompts in one split) to
-  a validation, test or holdout prompt is an error naming both.
+  "category": ..., "response": ..., "writer": ...}`` (`data/demonstrations-written/` and
+  `data/demonstrations-redflags/`, GUIDE sections 3b and 3c): training data beyond the
+  scenario set, which cannot grow without moving the splits. Its prompt must not be related
+  to an evaluation prompt: one at or above `curate.related_threshold` (the similarity at which
+  curation keeps prompts in one split) to a validation, test or holdout prompt is an error
+  naming both.
 
 `sft.demonstrations` names one source or several, read as one. `python -m
 argen.data.demonstrations` writes the statistics of each committed set's card (`--check` fails
@@ -163,9 +164,11 @@ SOURCES = (
     Path("data/demonstrations"),
     Path("data/demonstrations-careful"),
     Path("data/demonstrations-written"),
+    Path("data/demonstrations-redflags"),
 )
 """The committed demonstration sets (two styles of answers to scenarios, `data/GUIDE.md`
-sections 3 and 3a, and written prompts, section 3b), each with its own `CARD.md`."""
+sections 3 and 3a, and written prompts: the scope line, section 3b, and red flags, 3c), each
+with its own `CARD.md`."""
 START = "<!-- demonstrations:start (python -m argen.data.demonstrations writes this block) -->"
 END = "<!-- demonstrations:end -->"
 
