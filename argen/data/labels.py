@@ -35,8 +35,10 @@ NEVER_NULL = tuple(
 
 
 def read_labels(folder: Path = LABELS) -> pd.DataFrame:
-    """Every labelled item under `folder` (one row each; a column per proposition), checked."""
-    files = sorted(Path(folder).glob("*.jsonl"))
+    """Every labelled item under `folder`, or in one file (one row each; a column per
+    proposition), checked."""
+    folder = Path(folder)
+    files = [folder] if folder.is_file() else sorted(folder.glob("*.jsonl"))
     if not files:
         raise ArgenError(f"no label files (*.jsonl) in {folder}")
     rows: list[dict] = []

@@ -21,6 +21,13 @@ def test_a_good_item_is_read_flat(tmp_path):
     assert frame.loc[0, "criteria_met"] == [True, False, True]
 
 
+def test_one_file_is_read_like_a_folder(tmp_path):
+    read(tmp_path, item())
+    (tmp_path / "b.jsonl").write_text(json.dumps(item() | {"item": "other"}) + "\n")
+    assert list(read_labels(tmp_path / "a.jsonl")["item"]) == [item()["item"]]
+    assert len(read_labels(tmp_path)) == 2
+
+
 def labels_with(**change):
     return item()["labels"] | change
 
