@@ -27,6 +27,20 @@ def json_lines(files: Iterable[Path]) -> Iterator[tuple[str, object]]:
                 raise ArgenError(f"{where}: not valid JSON ({exc.msg})") from None
 
 
+def jsonl_files(source: Path, what: str) -> list[Path]:
+    """The JSON Lines files of one source: a folder's, sorted, or the one file it names; a
+    missing source or an empty folder is an error naming `what` it should hold."""
+    source = Path(source)
+    if source.is_file():
+        return [source]
+    if not source.is_dir():
+        raise ArgenError(f"{what} {source} not found (a .jsonl file or a folder of them)")
+    found = sorted(source.glob("*.jsonl"))
+    if not found:
+        raise ArgenError(f"{what} folder {source} holds no .jsonl file")
+    return found
+
+
 def check_flag(description: str, argv: Sequence[str] | None) -> bool:
     """Whether a card command was asked to check (``--check``) rather than rewrite."""
     parser = argparse.ArgumentParser(description=description)

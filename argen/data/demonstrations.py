@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from argen.config import load_config
-from argen.data.cards import check_flag, json_lines, update_block
+from argen.data.cards import check_flag, json_lines, jsonl_files, update_block
 from argen.data.curate import curate_frames
 from argen.data.datacard import HOLDOUT, load_rows
 from argen.data.schema import CATEGORIES, SCOPES, TIERS
@@ -44,21 +44,8 @@ COLUMNS = (*FIELDS, *WRITTEN)
 
 def demonstration_files(sources: Path | Sequence[Path]) -> list[Path]:
     """The JSON Lines files of each source: a folder's, sorted, or the one file it names."""
-    files: list[Path] = []
-    for source in [sources] if isinstance(sources, str | Path) else sources:
-        source = Path(source)
-        if source.is_file():
-            files.append(source)
-            continue
-        if not source.is_dir():
-            raise ArgenError(
-                f"demonstrations {source} not found (a .jsonl file or a folder of them)"
-            )
-        found = sorted(source.glob("*.jsonl"))
-        if not found:
-            raise ArgenError(f"demonstrations folder {source} holds no .jsonl file")
-        files.extend(found)
-    return files
+    many = [sources] if isinstance(sources, str | Path) else sources
+    return [file for source in many for file in jsonl_files(source, "demonstrations")]
 
 
 def read_demonstrations(sources: Path | Sequence[Path]) -> pd.DataFrame:

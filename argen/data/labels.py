@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 from sklearn.metrics import cohen_kappa_score
 
-from argen.data.cards import check_flag, json_lines, update_block
+from argen.data.cards import check_flag, json_lines, jsonl_files, update_block
 from argen.errors import ArgenError
 from argen.hashing import json_sha256
 from argen.judging.propositions import OFF_DOMAIN, PROPOSITIONS, QUALITIES
@@ -37,13 +37,9 @@ NEVER_NULL = tuple(
 def read_labels(folder: Path = LABELS) -> pd.DataFrame:
     """Every labelled item under `folder`, or in one file (one row each; a column per
     proposition), checked."""
-    folder = Path(folder)
-    files = [folder] if folder.is_file() else sorted(folder.glob("*.jsonl"))
-    if not files:
-        raise ArgenError(f"no label files (*.jsonl) in {folder}")
     rows: list[dict] = []
     seen: dict[str, str] = {}
-    for where, value in json_lines(files):
+    for where, value in json_lines(jsonl_files(folder, "labels")):
         row = parse_item(value, where)
         if row["item"] in seen:
             raise ArgenError(f"{where}: item {row['item']!r} repeats {seen[row['item']]}")

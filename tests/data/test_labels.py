@@ -28,6 +28,13 @@ def test_one_file_is_read_like_a_folder(tmp_path):
     assert len(read_labels(tmp_path)) == 2
 
 
+def test_a_missing_or_empty_source_is_an_error(tmp_path):
+    with pytest.raises(ArgenError, match="labels .*nowhere not found"):
+        read_labels(tmp_path / "nowhere")
+    with pytest.raises(ArgenError, match="labels folder .* holds no .jsonl file"):
+        read_labels(tmp_path)
+
+
 def labels_with(**change):
     return item()["labels"] | change
 
