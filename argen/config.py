@@ -291,6 +291,16 @@ class TrainConfig(Section):
         0, ge=0, description="Warm-up steps; a value below 1 is a fraction of all steps."
     )
     max_grad_norm: float = Field(1.0, gt=0)
+    skipped_share: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="Share of optimizer steps (GRPO, the warm start, preference tuning) whose "
+        "non-finite gradient may be skipped before training stops as diverged "
+        "(argen.training.divergence); three in a row always stop it. The warm start on the "
+        "red-flag demonstrations skips 8 of 178 steps at 1.5B, the same steps on every run "
+        "(benchmarks/RESULTS.md, 'Red-flag warm start').",
+    )
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0 needs no reference model.")
     epsilon: float = Field(0.2, gt=0, description="Clip range of the policy ratio.")
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = "dapo"

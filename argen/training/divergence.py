@@ -24,17 +24,17 @@ log = logging.getLogger(__name__)
 
 MAX_CONSECUTIVE = 3
 """Non-finite steps in a row that stop training."""
-MAX_SHARE = 0.05
-"""Share of the steps so far (at least `MAX_CONSECUTIVE` of them) that stops training."""
 
 
 class NonFiniteGuard(TrainerCallback):
     """Skips the optimizer update of a step whose (clipped, all-reduced) gradients are not
     finite; counts skipped steps in the training log (``skipped_steps``); stops training after
-    `MAX_CONSECUTIVE` in a row or more than `MAX_SHARE` of the steps."""
+    `MAX_CONSECUTIVE` in a row or more than `max_share` of the steps so far (at least
+    `MAX_CONSECUTIVE` of them; ``train.skipped_share``)."""
 
-    def __init__(self, per_rank: bool = False):
+    def __init__(self, max_share: float, per_rank: bool = False):
         self.per_rank = per_rank
+        self.max_share = max_share
         self.names: list[str] = []
         self.params: list[torch.nn.Parameter] = []
         self.own_bad: torch.Tensor | None = None
@@ -75,12 +75,14 @@ class NonFiniteGuard(TrainerCallback):
         log.warning("step %d: gradient not finite, update skipped (%d so far)", step, self.skipped)
         if own is not None:
             self._report_rank(step, own)
-        limit = max(MAX_CONSECUTIVE, MAX_SHARE * step)
+        limit = max(MAX_CONSECUTIVE, self.max_share * step)
         if self.in_a_row >= MAX_CONSECUTIVE or self.skipped > limit:
             raise ArgenError(
                 f"training diverged at step {step}: {self.skipped} steps with a non-finite "
-                f"gradient ({self.in_a_row} in a row); lower train.learning_rate. Checkpoints "
-                "before it are kept for inspection."
+                f"gradient ({self.in_a_row} in a row, more than {self.max_share:.0%} of the steps "
+                "allowed by train.skipped_share); lower the learning rate, or look for inputs "
+                "that go non-finite at the same steps on every run. Checkpoints before it are "
+                "kept for inspection."
             )
 
     def _own_non_finite(self) -> list[str] | None:

@@ -145,7 +145,9 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
             target_modules=lora.target_modules,
             task_type="CAUSAL_LM",
         ),
-        callbacks=[NonFiniteGuard()],  # skips a non-finite step, stops on a divergence
+        callbacks=[
+            NonFiniteGuard(max_share=config.train.skipped_share)
+        ],  # skips a non-finite step, stops on a divergence
     )
     validator, resume = validated_fit(trainer, config, validation_frame, work, "the warm start")
     return trainer, validator, resume

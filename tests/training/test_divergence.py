@@ -5,6 +5,7 @@ import torch
 from datasets import Dataset
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
+from argen.config import TrainConfig
 from argen.errors import ArgenError
 from argen.training.divergence import MAX_CONSECUTIVE, NonFiniteGuard
 
@@ -39,7 +40,7 @@ class PoisonSteps(TrainerCallback):
         self.weights.append(self.model.linear.weight.detach().clone())
 
 
-def train(tmp_path, poisoned: set[int], steps: int = 8):
+def train(tmp_path, poisoned: set[int], steps: int = 8, share: float = TrainConfig().skipped_share):
     torch.manual_seed(0)
     model = Line()
     data = Dataset.from_dict({"x": [[1.0, 2.0], [0.5, -1.0]] * 8, "labels": [3.0, -1.0] * 8})
@@ -57,7 +58,7 @@ def train(tmp_path, poisoned: set[int], steps: int = 8):
     poison = PoisonSteps(model, poisoned)
     trainer = Trainer(model=model, args=args, train_dataset=data)
     trainer.add_callback(poison)
-    trainer.add_callback(NonFiniteGuard())
+    trainer.add_callback(NonFiniteGuard(share))
     trainer.train()
     return model, poison.weights, [r for r in trainer.state.log_history if "grad_norm" in r]
 
@@ -78,5 +79,13 @@ def test_repeated_non_finite_steps_stop_training(tmp_path):
 
 
 def test_scattered_skips_beyond_the_share_stop_training(tmp_path):
-    with pytest.raises(ArgenError, match="4 steps with a non-finite gradient"):
+    with pytest.raises(ArgenError, match="4 steps with a non-finite gradient.*train.skipped_share"):
         train(tmp_path, poisoned={2, 4, 6, 8}, steps=10)
+
+
+def test_a_larger_share_lets_scattered_skips_through(tmp_path):
+    """train.skipped_share 0.5: four scattered skips in ten steps train on, each one skipped."""
+    model, weights, log = train(tmp_path, poisoned={2, 4, 6, 8}, steps=10, share=0.5)
+    assert [r["skipped_steps"] for r in log][-1] == 4
+    assert torch.equal(weights[7], weights[6])  # step 8 left the weights as step 7 did
+    assert all(torch.isfinite(p).all() for p in model.parameters())

@@ -11,6 +11,7 @@ import sentence_transformers
 import torch
 from transformers import TrainerControl, TrainerState
 
+from argen.config import TrainConfig
 from argen.judging import embeddings
 from argen.training.divergence import NonFiniteGuard
 
@@ -39,7 +40,7 @@ def checked_module():
     """A linear layer with the gradient check installed as the trainer would install it."""
     torch.manual_seed(0)
     module = torch.nn.Linear(3, 2)
-    check = NonFiniteGuard(per_rank=True)
+    check = NonFiniteGuard(TrainConfig().skipped_share, per_rank=True)
     check.on_train_begin(None, TrainerState(), TrainerControl(), model=module)
     return module, check
 
