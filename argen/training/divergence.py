@@ -26,6 +26,14 @@ MAX_CONSECUTIVE = 3
 """Non-finite steps in a row that stop training."""
 
 
+class Diverged(ArgenError):
+    """Training stopped for too many non-finite steps; `skipped_steps` says which (1-based)."""
+
+    def __init__(self, message: str, skipped_steps: list[int]):
+        super().__init__(message)
+        self.skipped_steps = skipped_steps
+
+
 class NonFiniteGuard(TrainerCallback):
     """Skips the optimizer update of a step whose (clipped, all-reduced) gradients are not
     finite; counts skipped steps in the training log (``skipped_steps``); stops training after
@@ -38,7 +46,7 @@ class NonFiniteGuard(TrainerCallback):
         self.names: list[str] = []
         self.params: list[torch.nn.Parameter] = []
         self.own_bad: torch.Tensor | None = None
-        self.skipped = 0
+        self.skipped_steps: list[int] = []
         self.in_a_row = 0
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -69,20 +77,22 @@ class NonFiniteGuard(TrainerCallback):
             return
         for param in self.params:
             param.grad = None
-        self.skipped += 1
-        self.in_a_row += 1
         step = state.global_step + 1
-        log.warning("step %d: gradient not finite, update skipped (%d so far)", step, self.skipped)
+        self.skipped_steps.append(step)
+        self.in_a_row += 1
+        skipped = len(self.skipped_steps)
+        log.warning("step %d: gradient not finite, update skipped (%d so far)", step, skipped)
         if own is not None:
             self._report_rank(step, own)
         limit = max(MAX_CONSECUTIVE, self.max_share * step)
-        if self.in_a_row >= MAX_CONSECUTIVE or self.skipped > limit:
-            raise ArgenError(
-                f"training diverged at step {step}: {self.skipped} steps with a non-finite "
+        if self.in_a_row >= MAX_CONSECUTIVE or skipped > limit:
+            raise Diverged(
+                f"training diverged at step {step}: {skipped} steps with a non-finite "
                 f"gradient ({self.in_a_row} in a row, more than {self.max_share:.0%} of the steps "
                 "allowed by train.skipped_share); lower the learning rate, or look for inputs "
                 "that go non-finite at the same steps on every run. Checkpoints before it are "
-                "kept for inspection."
+                "kept for inspection.",
+                list(self.skipped_steps),
             )
 
     def _own_non_finite(self) -> list[str] | None:
@@ -112,6 +122,8 @@ class NonFiniteGuard(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         """Every training record says how many updates were skipped so far."""
         if logs is not None and "grad_norm" in logs:
-            logs["skipped_steps"] = self.skipped
+            logs["skipped_steps"] = len(self.skipped_steps)
             if state.log_history and "grad_norm" in state.log_history[-1]:
-                state.log_history[-1]["skipped_steps"] = self.skipped  # the training log's row
+                state.log_history[-1]["skipped_steps"] = len(
+                    self.skipped_steps
+                )  # the training log's row

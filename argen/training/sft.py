@@ -12,6 +12,8 @@ adapter on the base. The validation split is scored before and after with the tr
 """
 
 import logging
+import math
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +30,7 @@ from argen.data.demonstrations import (
     pair_with_train,
     read_demonstrations,
 )
+from argen.errors import ArgenError
 from argen.generation.prompting import chat_messages, system_prompt
 from argen.hashing import file_sha256, json_sha256
 from argen.models import check_model_dir
@@ -37,18 +40,20 @@ from argen.training.adapter_stage import (
     validated_fit,
     write_adapter,
 )
-from argen.training.divergence import NonFiniteGuard
+from argen.training.divergence import Diverged, NonFiniteGuard
 from argen.training.train import read_splits
 
 log = logging.getLogger(__name__)
 
 
 def sft_dataset(paired: pd.DataFrame, system: str) -> Dataset:
-    """Conversational prompt-completion pairs: TRL trains on the answer's tokens only."""
+    """Conversational prompt-completion pairs: TRL trains on the answer's tokens only. Each row
+    keeps its demonstration's id (which the trainer's inputs leave out) to name it later."""
     return Dataset.from_dict(
         {
             "prompt": [chat_messages(p, system) for p in paired["prompt"]],
             "completion": [[{"role": "assistant", "content": r}] for r in paired["response"]],
+            "demonstration": list(paired["id"]),
         }
     )
 
@@ -90,7 +95,9 @@ def warm_start(
     )
 
     def train(work: Path, out: Path) -> None:
-        trainer, validator, resumed = _fit(config, model_dir, paired, validation_frame, work)
+        trainer, validator, resumed, skipped = _fit(
+            config, model_dir, paired, validation_frame, work
+        )
         inputs = {str(p): file_sha256(p) for p in (train_split, validation_split)}
         manifest = {
             "stage": "sft",
@@ -104,6 +111,7 @@ def warm_start(
                 "ids_sha256": json_sha256(sorted(paired["id"])),
             },
             "resumed_from": str(resumed) if resumed else None,
+            "skipped": skipped,
             "config": {
                 "sft": config.sft.model_dump(mode="json"),
                 "lora": config.train.lora.model_dump(mode="json"),
@@ -132,6 +140,7 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
     model = AutoModelForCausalLM.from_pretrained(
         model_dir, dtype=torch.bfloat16 if cpu_bf16 else torch.float32
     )
+    guard = NonFiniteGuard(config.train.skipped_share)  # skips a non-finite step, stops on many
     lora = config.train.lora
     trainer = SFTTrainer(
         model=model,
@@ -145,9 +154,52 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
             target_modules=lora.target_modules,
             task_type="CAUSAL_LM",
         ),
-        callbacks=[
-            NonFiniteGuard(max_share=config.train.skipped_share)
-        ],  # skips a non-finite step, stops on a divergence
+        callbacks=[guard],
     )
-    validator, resume = validated_fit(trainer, config, validation_frame, work, "the warm start")
-    return trainer, validator, resume
+    try:
+        validator, resume = validated_fit(trainer, config, validation_frame, work, "the warm start")
+    except Diverged as exc:
+        named = suspect_demonstrations(demonstrations_by_step(trainer), exc.skipped_steps)
+        raise ArgenError(f"{exc} {describe_suspects(named)}") from exc
+    suspects = suspect_demonstrations(demonstrations_by_step(trainer), guard.skipped_steps)
+    if guard.skipped_steps:
+        log.warning(
+            "the warm start skipped %d steps whose gradient was not finite (%s). %s",
+            len(guard.skipped_steps),
+            ", ".join(map(str, guard.skipped_steps)),
+            describe_suspects(suspects),
+        )
+    return trainer, validator, resume, {"steps": guard.skipped_steps, "suspects": suspects}
+
+
+def demonstrations_by_step(trainer: SFTTrainer) -> list[list[str]]:
+    """The demonstrations each optimizer step of `trainer` reads, in order: its sampler (seeded
+    by ``data_seed``) replayed epoch by epoch, no forward pass. Rows TRL dropped (no answer token
+    left after truncation) are not in the prepared dataset, so its own ids are used."""
+    ids = trainer.train_dataset["demonstration"]
+    loader = trainer.get_train_dataloader()
+    accumulate = trainer.args.gradient_accumulation_steps
+    steps: list[list[str]] = []
+    for epoch in range(math.ceil(trainer.args.num_train_epochs)):
+        loader.set_epoch(epoch)
+        batches = [list(batch) for batch in loader.batch_sampler]
+        for first in range(0, len(batches), accumulate):
+            steps.append([ids[i] for batch in batches[first : first + accumulate] for i in batch])
+    return steps[: trainer.state.max_steps]
+
+
+def suspect_demonstrations(by_step: list[list[str]], skipped: list[int]) -> list[str]:
+    """The demonstrations read in more than one skipped step, the most often first (all of a
+    lone skipped step's): one that makes the gradient overflow does so wherever it is read, so it
+    is in most batches that went non-finite, while its neighbours change from batch to batch."""
+    counts = Counter(name for step in skipped for name in set(by_step[step - 1]))
+    ranked = sorted(counts, key=lambda name: (-counts[name], name))
+    return [name for name in ranked if counts[name] > 1] or ranked
+
+
+def describe_suspects(names: list[str]) -> str:
+    """One sentence naming the demonstrations to look at first ("" for none)."""
+    if not names:
+        return ""
+    shown = ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
+    return f"Demonstrations to look at first (read in the skipped steps): {shown}."

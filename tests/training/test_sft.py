@@ -15,11 +15,11 @@ from argen.outputs import Adapter
 from argen.pipeline import run_stage, stage_out
 from argen.training import validation
 from argen.training.checkpoints import last_complete_checkpoint
-from argen.training.sft import warm_start
+from argen.training.sft import demonstrations_by_step, suspect_demonstrations, warm_start
 from argen.training.train import train
 from tests.conftest import write_jsonl
 from tests.tiny_models import one_thread
-from tests.training.conftest import config, grpo_continuing
+from tests.training.conftest import ANSWERS, config, grpo_continuing
 
 pytestmark = pytest.mark.slow  # about a minute of training: the full suite, not make quick
 
@@ -157,3 +157,65 @@ def test_bfloat16_weights_on_a_cpu_train_a_float32_adapter(setup, tmp_path, monk
     assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in weights.items())
     losses = pd.read_parquet(Adapter(out).training_log)["loss"].dropna()
     assert losses.notna().all() and losses.iloc[-1] < losses.iloc[0]
+
+
+class PoisonedSFT:
+    """An SFTTrainer (made by `make`) whose gradient turns NaN at every step that reads one of
+    `culprits`, found by decoding the batch the trainer really trained on; it keeps which
+    demonstrations each step read."""
+
+    def __init__(self, culprits: set[str]):
+        self.culprits, self.read, self.trainers = culprits, [], []
+
+    def make(self, *args, **kwargs):
+        from trl import SFTTrainer
+
+        outer = self
+
+        class Poisoned(SFTTrainer):
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                loss = super().training_step(model, inputs, num_items_in_batch)
+                texts = self.processing_class.batch_decode(inputs["input_ids"])
+                read = sorted(i for i, answer in ANSWERS.items() if any(answer in t for t in texts))
+                outer.read.append(read)
+                if outer.culprits & set(read):
+                    for param in model.parameters():
+                        if param.grad is not None:
+                            param.grad.fill_(float("nan"))
+                return loss
+
+        trainer = Poisoned(*args, **kwargs)
+        self.trainers.append(trainer)
+        return trainer
+
+
+def test_skipped_steps_name_the_demonstrations_they_read(setup, tmp_path, monkeypatch):
+    """The demonstration that makes the gradient overflow is named: the warm start replays its
+    data order (no forward pass) and the steps it replays are the ones the trainer read."""
+    tmp, model_dir, train_split, validation_split = setup
+    poisoned = PoisonedSFT({"t1"})
+    monkeypatch.setattr("argen.training.sft.SFTTrainer", poisoned.make)
+    with one_thread():
+        out = warm_start(config(tmp), model_dir, train_split, validation_split, tmp_path / "o")
+    (trainer,) = poisoned.trainers
+    replayed = demonstrations_by_step(trainer)
+    assert [sorted(step) for step in replayed] == poisoned.read  # 4 steps of 2, as trained
+    skipped = Adapter(out).record()["skipped"]
+    assert skipped["steps"] == [n for n, read in enumerate(poisoned.read, 1) if "t1" in read]
+    assert len(skipped["steps"]) == 2  # once in each epoch
+    assert "t1" in skipped["suspects"] and len(skipped["suspects"]) <= 2
+
+
+def test_a_diverged_warm_start_names_the_demonstrations(setup, tmp_path, monkeypatch):
+    tmp, model_dir, train_split, validation_split = setup
+    monkeypatch.setattr("argen.training.sft.SFTTrainer", PoisonedSFT(set(ANSWERS)).make)
+    with one_thread(), pytest.raises(ArgenError, match="diverged at step 3.*look at first.*t"):
+        warm_start(config(tmp), model_dir, train_split, validation_split, tmp_path / "o")
+
+
+def test_suspects_are_the_demonstrations_read_in_more_than_one_skipped_step():
+    by_step = [["a", "b"], ["c", "d"], ["a", "c"], ["b", "e"], ["a", "d"]]
+    assert suspect_demonstrations(by_step, [1, 3, 5]) == ["a"]  # in all three
+    assert suspect_demonstrations(by_step, [2, 3, 5]) == ["a", "c", "d"]  # twice each, by name
+    assert suspect_demonstrations(by_step, [2]) == ["c", "d"]  # a lone step: all it read
+    assert suspect_demonstrations(by_step, []) == []
