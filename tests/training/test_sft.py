@@ -17,9 +17,9 @@ from argen.training import validation
 from argen.training.checkpoints import last_complete_checkpoint
 from argen.training.sft import demonstrations_by_step, suspect_demonstrations, warm_start
 from argen.training.train import train
-from tests.conftest import write_jsonl
+from tests.conftest import scenario, write_jsonl, write_scenarios
 from tests.tiny_models import one_thread
-from tests.training.conftest import ANSWERS, config, grpo_continuing
+from tests.training.conftest import ANSWERS, PROMPTS, config, grpo_continuing
 
 pytestmark = pytest.mark.slow  # about a minute of training: the full suite, not make quick
 
@@ -204,6 +204,27 @@ def test_skipped_steps_name_the_demonstrations_they_read(setup, tmp_path, monkey
     assert skipped["steps"] == [n for n, read in enumerate(poisoned.read, 1) if "t1" in read]
     assert len(skipped["steps"]) == 2  # once in each epoch
     assert "t1" in skipped["suspects"] and len(skipped["suspects"]) <= 2
+
+
+def test_a_row_trl_drops_does_not_shift_the_names(setup, tmp_path, monkeypatch):
+    """TRL drops a row whose answer truncation leaves no token of: the replay names rows by the
+    prepared dataset's own ids, so the rows after a dropped one keep their names."""
+    tmp, model_dir, _, validation_split = setup
+    rows = [scenario("t9", "My knee hurts on stairs and " * 80, tier="C")]  # first: shifts all
+    rows += [scenario(i, p, tier=t) for i, (p, t) in PROMPTS.items()]
+    train_split = write_scenarios(tmp_path / "train.parquet", rows, "train")
+    demos = [{"id": "t9", "response": "Rest it."}] + [
+        {"id": i, "response": a} for i, a in ANSWERS.items()
+    ]
+    write_jsonl(tmp_path / "demos.jsonl", demos)
+    cfg = config(tmp, f"sft.demonstrations={tmp_path / 'demos.jsonl'}", "sft.max_length=300")
+    poisoned = PoisonedSFT({"t1"})
+    monkeypatch.setattr("argen.training.sft.SFTTrainer", poisoned.make)
+    with one_thread():
+        warm_start(cfg, model_dir, train_split, validation_split, tmp_path / "o")
+    (trainer,) = poisoned.trainers
+    assert len(trainer.train_dataset) == 4  # t9's prompt alone fills max_length
+    assert [sorted(step) for step in demonstrations_by_step(trainer)] == poisoned.read
 
 
 def test_a_diverged_warm_start_names_the_demonstrations(setup, tmp_path, monkeypatch):
