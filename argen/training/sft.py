@@ -15,6 +15,7 @@ import logging
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 import torch
@@ -176,8 +177,8 @@ def demonstrations_by_step(trainer: SFTTrainer) -> list[list[str]]:
     """The demonstrations each optimizer step of `trainer` reads, in order: its sampler (seeded
     by ``data_seed``) replayed epoch by epoch, no forward pass. Rows TRL dropped (no answer token
     left after truncation) are not in the prepared dataset, so its own ids are used."""
-    ids = trainer.train_dataset["demonstration"]
-    loader = trainer.get_train_dataloader()
+    ids = cast(Dataset, trainer.train_dataset)["demonstration"]  # sft_dataset's, prepared
+    loader: Any = trainer.get_train_dataloader()  # accelerate's: set_epoch, batch_sampler
     accumulate = trainer.args.gradient_accumulation_steps
     steps: list[list[str]] = []
     for epoch in range(math.ceil(trainer.args.num_train_epochs)):
