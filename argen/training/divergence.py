@@ -122,8 +122,7 @@ class NonFiniteGuard(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         """Every training record says how many updates were skipped so far."""
         if logs is not None and "grad_norm" in logs:
-            logs["skipped_steps"] = len(self.skipped_steps)
+            skipped = len(self.skipped_steps)
+            logs["skipped_steps"] = skipped
             if state.log_history and "grad_norm" in state.log_history[-1]:
-                state.log_history[-1]["skipped_steps"] = len(
-                    self.skipped_steps
-                )  # the training log's row
+                state.log_history[-1]["skipped_steps"] = skipped  # the training log's row

@@ -140,9 +140,8 @@ def _fit(config: Config, model_dir: Path, warm_start: Path, pairs, validation_fr
         args=dpo_args(config, work, on_gpu),
         train_dataset=preference_dataset(pairs, system_prompt(config.generation)),
         processing_class=tokenizer,
-        callbacks=[
-            NonFiniteGuard(max_share=config.train.skipped_share)
-        ],  # skips a non-finite step, stops on a divergence
+        # skips a non-finite step, stops on a divergence
+        callbacks=[NonFiniteGuard(config.train.skipped_share)],
     )
     validator, resume = validated_fit(trainer, config, validation_frame, work, "preference tuning")
     return trainer, validator, resume

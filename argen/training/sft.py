@@ -162,8 +162,9 @@ def _fit(config: Config, model_dir: Path, paired, validation_frame, work: Path):
     except Diverged as exc:
         named = suspect_demonstrations(demonstrations_by_step(trainer), exc.skipped_steps)
         raise ArgenError(f"{exc} {describe_suspects(named)}") from exc
-    suspects = suspect_demonstrations(demonstrations_by_step(trainer), guard.skipped_steps)
+    suspects = []
     if guard.skipped_steps:
+        suspects = suspect_demonstrations(demonstrations_by_step(trainer), guard.skipped_steps)
         log.warning(
             "the warm start skipped %d steps whose gradient was not finite (%s). %s",
             len(guard.skipped_steps),

@@ -300,9 +300,8 @@ def _fit(
     resume = last_complete_checkpoint(work)
     totals = RankTotals(rewards)  # every rank's judgements, not only this one's
     counts = JudgeCounts(totals, judge_counts(resume))
-    guard = NonFiniteGuard(
-        per_rank=world_size() > 1, max_share=config.train.skipped_share
-    )  # ranks say whose gradient went bad
+    # skips a non-finite step; across ranks, says whose gradient went bad
+    guard = NonFiniteGuard(config.train.skipped_share, per_rank=world_size() > 1)
     guards = [JudgeHealthCallback(rewards), totals, counts, guard]
     policy, peft_config = _policy(config, model_dir, warm_start, on_gpu)
     args = grpo_args(config, work, on_gpu)
