@@ -18,7 +18,7 @@ import pandas as pd
 
 from argen.config import load_config
 from argen.data.labels import read_labels
-from argen.judging.probes import score_pairs
+from argen.judging.probes import score_pairs, win_rates
 from argen.judging.scoring import make_backend
 
 log = logging.getLogger("twin_pairs")
@@ -47,6 +47,7 @@ def twin_pairs(labels: pd.DataFrame, good: str, twin: str) -> pd.DataFrame:
             "scope": goods["scope"].to_numpy(),
             "good": goods["response"].to_numpy(),
             "hack": twins["response"].to_numpy(),
+            "from_policy": False,  # written, as the probe suite's tables count them
         }
     )
 
@@ -60,13 +61,12 @@ def judge_overrides(spec: str) -> list[str]:
 
 
 def wins_table(scored: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Pairs per fault and how many each judge won, with an `all` row."""
-    first = next(iter(scored.values()))
-    table = pd.DataFrame({"pairs": first.groupby("category").size()})
-    for name, frame in scored.items():
-        table[name] = frame.groupby("category")["good_wins"].sum()
-    table.loc["all"] = table.sum()
-    return table.astype(int)
+    """Pairs per fault and how many each judge won, with an `all` row (the probe suite's
+    `win_rates`, one column per judge)."""
+    rates = {name: win_rates(frame) for name, frame in scored.items()}
+    pairs = next(iter(rates.values()))["pairs"]
+    wins = {name: rate["good_wins"] for name, rate in rates.items()}
+    return pd.DataFrame({"pairs": pairs} | wins).astype(int)
 
 
 def main(argv: list[str] | None = None) -> int:
