@@ -20,8 +20,7 @@ from argen.judging.reader import (
     OUTPUTS,
     PACKAGED_AUDIT,
     ReaderJudge,
-    load_reader,
-    predict,
+    read_pairs,
     verify,
 )
 
@@ -70,9 +69,10 @@ class AuditGrader:
         return ReaderJudge(self.folder).name
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """(n, outputs) probabilities, one row per (prompt, response) pair."""
-        model, tokenizer, _ = load_reader(self.folder)
-        return predict(model, tokenizer, list(pairs))[0]
+        """(n, outputs) probabilities, one row per (prompt, response) pair (strengthened by the
+        prompt's graded rubric where the grader has a criterion head)."""
+        outputs, _, _ = read_pairs(self.folder, list(pairs))
+        return np.array([[p[name] for name in OUTPUTS] for p in outputs]).reshape(-1, len(OUTPUTS))
 
     def columns(self, prompts: Sequence[str], responses: Sequence[str]) -> pd.DataFrame:
         """The audit's columns for each (prompt, response): probability and verdict per output."""

@@ -17,7 +17,9 @@ import json
 import logging
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,20 +71,27 @@ def new_reader(backbone: str, tuned: bool) -> tuple[Reader, object]:
     return model.to(device()), tokenizer
 
 
+Objective = Callable[[list[int]], torch.Tensor]
+"""A further loss on a batch of the training items (their indices), added to the reader's."""
+
+
 def fit(
     frame: pd.DataFrame,
     backbone: str = MINILM,
     epochs: int = 6,
     seed: int = 0,
     batch_size: int = 32,
+    also: Callable[[Reader, Any], tuple[list[torch.nn.Parameter], Objective]] | None = None,
 ) -> tuple:
     """Train a reader on `frame`'s items, the backbone tuned by a LoRA adapter; returns the
-    model and tokenizer."""
+    model and tokenizer. `also`, given the fresh reader and tokenizer, returns further
+    parameters and a loss the backbone learns together with the reader's (the criterion head)."""
     random.seed(seed)
     torch.manual_seed(seed)
     model, tokenizer = new_reader(backbone, tuned=True)
     on = device()
     standardise(model, pooled_features(model, tokenizer, frame).to(on))
+    extra_params, extra_loss = also(model, tokenizer) if also else ([], None)
     model.train()
     y, q = targets(frame)
     mask = ~np.isnan(y)
@@ -91,7 +100,7 @@ def fit(
     bce = torch.nn.BCEWithLogitsLoss(
         reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=on)
     )
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = [p for p in model.parameters() if p.requires_grad] + extra_params
     optimizer = torch.optim.AdamW(params, lr=5e-4, weight_decay=0.01)
     steps = epochs * math.ceil(len(frame) / batch_size)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
@@ -115,6 +124,8 @@ def fit(
                 quality_logits.float(), torch.tensor(q[idx], device=on)
             )
             loss = prop_loss + quality_loss
+            if extra_loss is not None:
+                loss = loss + extra_loss(idx)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -1,0 +1,302 @@
+"""Train a reading grader's criterion head (`argen.judging.criteria`) on the labelled verdicts
+per rubric criterion, and measure it held out by prompt.
+
+    python -m argen.training.criteria [--grader DIR] [--held-out-origin PREFIX ...]
+    python -m argen.training.criteria --backbone NAME --grader DIR [--epochs 2]
+
+The first form adds a head to a trained grader: its backbone (with its adapter, where it was
+tuned) stays as it is and the head learns from the pooled states of each criterion read after
+its prompt and response. The second trains a new grader whose LoRA adapter learns the
+propositions and the criteria together (a GPU's work). Items of train-split prompts train,
+items of validation-split prompts measure: F1 of "met" overall, for positive and negative
+criteria and per tag, and each proposition's F1 from the proposition heads alone against the
+same heads strengthened by the graded criteria. The head and its figures are written into the
+grader's folder, whose record (`reader.json`) is rewritten with every file's SHA-256.
+"""
+
+import argparse
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from safetensors.torch import save_file
+
+from argen.atomic import atomic_dir
+from argen.data.labels import LABELS, items_sha256, read_labels
+from argen.data.rubrics import RUBRICS, Criterion, read_rubrics
+from argen.judging.criteria import (
+    CRITERIA_HEADS,
+    CriterionHead,
+    criterion_states,
+    head_over,
+    layouts_of,
+    pooled_spans,
+    with_criteria,
+)
+from argen.judging.reader import META, OUTPUTS, PACKAGED, load_reader, predict, verify
+from argen.training.grader import (
+    LORA,
+    f1_interval,
+    fit,
+    held_out_split,
+    measure,
+    save,
+    write_record,
+)
+
+log = logging.getLogger(__name__)
+
+
+def graded_items(labels: pd.DataFrame, rubrics: dict[str, list[Criterion]]) -> pd.DataFrame:
+    """The items with a verdict per criterion of their scenario's rubric, and that rubric
+    (`criteria`); an item whose verdicts do not match its rubric's length is left out, named."""
+    rows = labels[labels["criteria_met"].notna() & labels["scenario"].isin(set(rubrics))]
+    rows = rows.assign(criteria=[rubrics[s] for s in rows["scenario"]])
+    fits = [len(m) == len(c) for m, c in zip(rows["criteria_met"], rows["criteria"], strict=True)]
+    for item in rows.loc[[not f for f in fits], "item"]:
+        log.warning("%s: its verdicts do not match its scenario's rubric; left out", item)
+    return rows[fits].reset_index(drop=True)
+
+
+def states_of(encoder, tokenizer, items: pd.DataFrame) -> torch.Tensor:
+    """Pooled states of every criterion of every item, in order."""
+    rows = [
+        (p, r, [c.text for c in crit])
+        for p, r, crit in zip(items["prompt"], items["response"], items["criteria"], strict=True)
+    ]
+    return criterion_states(encoder, tokenizer, rows)
+
+
+def verdicts(items: pd.DataFrame) -> np.ndarray:
+    """Every item's verdicts, flattened in the order of `states_of`."""
+    return np.array([bool(v) for met in items["criteria_met"] for v in met])
+
+
+def fit_head(
+    features: torch.Tensor, met: np.ndarray, encoder, epochs: int = 400, seed: int = 0
+) -> CriterionHead:
+    """A criterion head trained full-batch on pooled states (positives weighted up to the
+    negatives' count, at most 10x)."""
+    torch.manual_seed(seed)
+    on = next(encoder.parameters()).device
+    head = head_over(encoder).to(on)
+    x = features.to(on)
+    head.center.copy_(x.mean(0))
+    head.scale.copy_(x.std(0) + 1e-6)
+    y = torch.tensor(met, dtype=torch.float32, device=on)
+    pos_weight = ((len(y) - y.sum()) / y.sum().clamp(min=1)).clamp(1, 10)
+    bce = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=3e-3, weight_decay=1e-2)
+    head.train()
+    with torch.enable_grad():
+        for epoch in range(epochs):
+            loss = bce(head(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if (epoch + 1) % 100 == 0:
+                log.info(
+                    "criterion head, epoch %d/%d: loss %.4f",
+                    epoch + 1,
+                    epochs,
+                    float(loss.detach()),
+                )
+    return head.eval()
+
+
+def fit_joint(
+    train: pd.DataFrame,
+    rubrics: dict[str, list[Criterion]],
+    backbone: str,
+    epochs: int,
+    seed: int = 0,
+    batch_size: int = 16,
+) -> tuple:
+    """A reader and a criterion head over one backbone whose LoRA adapter learns the
+    propositions and the criteria together (`argen.training.grader.fit` with the criteria's
+    loss on each batch's graded items); returns the reader, its tokenizer and the head."""
+    graded = graded_items(train, rubrics).set_index("item")
+    rows: list[tuple[str, str, list[str], list[bool]] | None] = [
+        (p, r, [c.text for c in graded.at[i, "criteria"]], list(graded.at[i, "criteria_met"]))
+        if i in graded.index
+        else None
+        for i, p, r in zip(train["item"], train["prompt"], train["response"], strict=True)
+    ]
+    made: list[CriterionHead] = []
+
+    def criteria_loss(model, tokenizer):
+        encoder = model.encoder
+        on = next(encoder.parameters()).device
+        head = head_over(encoder).to(on)
+        features = criterion_states(encoder, tokenizer, [x[:3] for x in rows if x is not None])
+        head.center.copy_(features.mean(0).to(on))
+        head.scale.copy_(features.std(0).to(on) + 1e-6)
+        met = torch.tensor([v for x in rows if x is not None for v in x[3]], dtype=torch.float32)
+        pos_weight = ((len(met) - met.sum()) / met.sum().clamp(min=1)).clamp(1, 10)
+        bce = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight.to(on))
+        head.train()
+        made.append(head)
+
+        def loss(idx: list[int]) -> torch.Tensor:
+            batch = [x for i in idx if (x := rows[i]) is not None]
+            if not batch:
+                return torch.zeros((), device=on)
+            layouts = layouts_of(encoder, tokenizer, [x[:3] for x in batch])
+            with torch.autocast(on.type, dtype=torch.bfloat16, enabled=on.type == "cuda"):
+                pooled = pooled_spans(encoder, tokenizer, layouts)
+            target = torch.tensor([v for x in batch for v in x[3]], dtype=torch.float32)
+            return bce(head(pooled.float()), target.to(on))
+
+        return list(head.parameters()), loss
+
+    model, tokenizer = fit(train, backbone, epochs, seed, batch_size, also=criteria_loss)
+    return model, tokenizer, made[0].eval()
+
+
+@torch.inference_mode()
+def probabilities(head: CriterionHead, features: torch.Tensor) -> np.ndarray:
+    on = head.center.device
+    return torch.sigmoid(head(features.to(on)).float()).cpu().numpy()
+
+
+def figures(items: pd.DataFrame, met: np.ndarray, prob: np.ndarray, props: np.ndarray) -> dict:
+    """Held-out figures: "met" F1 overall, by sign and by tag; each proposition's F1 from the
+    proposition heads alone and strengthened by the graded criteria (`with_criteria`)."""
+    criteria = [c for crit in items["criteria"] for c in crit]
+    sign = np.array(["positive" if c.points > 0 else "negative" for c in criteria])
+    tags = np.array([c.tag for c in criteria])
+    guess = prob >= 0.5
+    met_figures = {"all": f1_interval(met, guess)}
+    for name in ("positive", "negative"):
+        met_figures[name] = f1_interval(met[sign == name], guess[sign == name])
+    by_tag = {t: f1_interval(met[tags == t], guess[tags == t]) for t in sorted(set(tags))}
+    starts = np.cumsum([0] + [len(c) for c in items["criteria"]])
+    strengthened = np.array(
+        [
+            [
+                with_criteria(
+                    dict(zip(OUTPUTS, map(float, row), strict=True)),
+                    crit,
+                    prob[starts[i] : starts[i + 1]],
+                )[name]
+                for name in OUTPUTS
+            ]
+            for i, (row, crit) in enumerate(zip(props, items["criteria"], strict=True))
+        ]
+    )
+    propositions = {}
+    for k, name in enumerate(OUTPUTS[:-1]):
+        truth = items[name].astype("float64").to_numpy()
+        applies = ~np.isnan(truth)
+        propositions[name] = {
+            "heads": f1_interval(truth[applies].astype(bool), props[applies, k] >= 0.5),
+            "with_criteria": f1_interval(
+                truth[applies].astype(bool), strengthened[applies, k] >= 0.5
+            ),
+        }
+    return {
+        "items": len(items),
+        "prompts": int(items["prompt"].nunique()),
+        "criteria": int(len(met)),
+        "met": met_figures,
+        "met_by_tag": by_tag,
+        "propositions": propositions,
+    }
+
+
+def save_head(folder: Path, head: CriterionHead, record: dict) -> None:
+    """The head and its record into the grader's folder, atomically, the folder's other files
+    kept; `reader.json` is rewritten with every file's SHA-256."""
+    meta = verify(folder)
+    meta.pop("files")
+    with atomic_dir(folder) as tmp:
+        for path in folder.iterdir():
+            if path.is_file() and path.name not in (META, CRITERIA_HEADS):
+                shutil.copy2(path, tmp / path.name)
+        state = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
+        save_file(state, tmp / CRITERIA_HEADS)
+        write_record(tmp, {**meta, "criteria": record})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--grader",
+        type=Path,
+        default=PACKAGED,
+        help="the trained grader whose backbone the head reads (and whose folder it joins)",
+    )
+    parser.add_argument(
+        "--backbone",
+        help="instead, train a new grader on this backbone whose LoRA adapter learns the "
+        "propositions and the criteria together (a GPU's work), into --grader",
+    )
+    parser.add_argument("--labels", type=Path, default=LABELS)
+    parser.add_argument("--rubrics", type=Path, default=RUBRICS)
+    parser.add_argument(
+        "--held-out-origin",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="also measure on the held-out items whose origin starts with this (repeatable)",
+    )
+    parser.add_argument(
+        "--epochs", type=int, help="epochs of the head (default 400) or of --backbone (2)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    rubrics = read_rubrics(args.rubrics)
+    train_all, held_all = held_out_split(read_labels(args.labels))
+    train, held = graded_items(train_all, rubrics), graded_items(held_all, rubrics)
+    log.info("criterion head: %d train items, %d held out", len(train), len(held))
+    if args.backbone:
+        epochs = args.epochs or 2
+        model, tokenizer, head = fit_joint(train_all, rubrics, args.backbone, epochs, args.seed)
+        settings = {"encoder": "tuned (LoRA) with the criteria", "seed": args.seed}
+        settings |= {"epochs": epochs, "lora": LORA}
+        figures_all = measure(model, tokenizer, held_all) if len(held_all) else {}
+        save(model, train_all, figures_all, args.grader, settings, args.backbone)
+        encoder = model.encoder
+    else:
+        epochs = args.epochs or 400
+        model, tokenizer, _ = load_reader(args.grader)
+        encoder = model.encoder
+        head = fit_head(
+            states_of(encoder, tokenizer, train), verdicts(train), encoder, epochs, args.seed
+        )
+    record: dict = {
+        "trained_on": {
+            "items": len(train),
+            "criteria": int(sum(map(len, train["criteria"]))),
+            "labels_sha256": items_sha256(train),
+        },
+        "settings": {"epochs": epochs, "seed": args.seed, "joint": bool(args.backbone)},
+    }
+    if len(held):
+        pairs = list(zip(held["prompt"], held["response"], strict=True))
+        props, _ = predict(model, tokenizer, pairs)
+        prob = probabilities(head, states_of(encoder, tokenizer, held))
+        record["held_out"] = figures(held, verdicts(held), prob, props)
+        if args.held_out_origin:
+            chosen = held["origin"].str.startswith(tuple(args.held_out_origin)).to_numpy()
+            each = np.repeat(chosen, [len(c) for c in held["criteria"]])
+            record["held_out_origins"] = {
+                "origins": args.held_out_origin,
+                **figures(held[chosen], verdicts(held)[each], prob[each], props[chosen]),
+            }
+    save_head(args.grader, head, record)
+    log.info(
+        "criterion head -> %s; held out: %s",
+        args.grader,
+        json.dumps(record.get("held_out", {}).get("met", {}), default=str),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

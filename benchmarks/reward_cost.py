@@ -1,0 +1,66 @@
+"""What the reading reward costs for one GRPO step's completions, with and without its rubric.
+
+    python -m benchmarks.reward_cost GRADER [GRADER ...] [--completions 64] [--repeats 5]
+
+For each grader folder: the median seconds of its proposition heads alone (`predict`) and of
+everything the reward reads (`read_pairs`: the heads and, where the grader has a criterion head,
+the prompt's rubric graded) over `--completions` labelled answers to bundled prompts (a step's
+worth), after one warm-up call. Prints one JSON line per grader.
+"""
+
+import argparse
+import functools
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from argen.data.labels import read_labels
+from argen.judging.criteria import rubrics_by_prompt
+from argen.judging.reader import load_criteria, load_reader, predict, read_pairs
+
+
+def median_seconds(call, repeats: int) -> float:
+    """Median wall time of `call` over `repeats` runs, after one warm-up."""
+    call()
+    times = []
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        call()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("graders", nargs="+", type=Path)
+    parser.add_argument("--completions", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    labels = read_labels()
+    labels = labels[labels["prompt"].isin(rubrics_by_prompt())]
+    sample = labels.sample(args.completions, random_state=0)
+    pairs = list(zip(sample["prompt"], sample["response"], strict=True))
+    for folder in args.graders:
+        model, tokenizer, _ = load_reader(folder)
+        heads = median_seconds(functools.partial(predict, model, tokenizer, pairs), args.repeats)
+        whole = median_seconds(functools.partial(read_pairs, folder, pairs), args.repeats)
+        line = {
+            "grader": str(folder),
+            "criterion_head": load_criteria(folder) is not None,
+            "completions": len(pairs),
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+            "heads_seconds": round(heads, 4),
+            "reward_seconds": round(whole, 4),
+        }
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
