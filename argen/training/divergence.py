@@ -51,15 +51,19 @@ class NonFiniteGuard(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         """The trainable parameters (the LoRA weights); with ``per_rank``, a hook on each."""
-        trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        self.names = [n for n, _ in trainable]
-        self.params = [p for _, p in trainable]
+        self.watch([(n, p) for n, p in model.named_parameters() if p.requires_grad])
         if self.per_rank and self.own_bad is None:
             self.own_bad = torch.zeros(
-                len(trainable), dtype=torch.bool, device=self.params[0].device
+                len(self.params), dtype=torch.bool, device=self.params[0].device
             )
             for index, param in enumerate(self.params):
                 param.register_hook(functools.partial(self._note, index))
+
+    def watch(self, trainable: list[tuple[str, torch.nn.Parameter]]) -> None:
+        """The (name, parameter) pairs whose gradients are checked: what a training loop of its
+        own (the grader's) calls before it starts, and then `check_step` at every step."""
+        self.names = [n for n, _ in trainable]
+        self.params = [p for _, p in trainable]
 
     def _note(self, index: int, grad: torch.Tensor) -> None:
         """This rank's own gradient of parameter `index`, before the ranks average it."""
@@ -67,17 +71,21 @@ class NonFiniteGuard(TrainerCallback):
         self.own_bad[index] |= ~torch.isfinite(grad).all()
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        """After clipping, before the update: drop every gradient if any is not finite, so the
-        optimizer leaves the weights as they are (it skips parameters without a gradient)."""
+        """After clipping, before the update: `check_step`."""
+        self.check_step(state.global_step + 1)
+
+    def check_step(self, step: int) -> bool:
+        """Whether step `step`'s gradients are finite. If any is not, drop every gradient, so
+        the optimizer leaves the weights as they are (it skips parameters without a gradient),
+        and count the step; too many raise `Diverged`."""
         grads = [p.grad for p in self.params if p.grad is not None]
         finite = not grads or bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
         own = self._own_non_finite()
         if finite:
             self.in_a_row = 0
-            return
+            return True
         for param in self.params:
             param.grad = None
-        step = state.global_step + 1
         self.skipped_steps.append(step)
         self.in_a_row += 1
         skipped = len(self.skipped_steps)
@@ -94,6 +102,7 @@ class NonFiniteGuard(TrainerCallback):
                 "kept for inspection.",
                 list(self.skipped_steps),
             )
+        return False
 
     def _own_non_finite(self) -> list[str] | None:
         """The parameters whose gradient this rank computed non-finite this step (None without

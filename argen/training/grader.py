@@ -28,6 +28,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors.torch import save_file
 
 from argen.atomic import atomic_dir
+from argen.config import TrainConfig
 from argen.data.labels import LABELS, items_sha256, read_labels
 from argen.hashing import file_sha256
 from argen.judging.propositions import QUALITIES
@@ -44,6 +45,7 @@ from argen.judging.reader import (
     predict,
     reader_over,
 )
+from argen.training.divergence import NonFiniteGuard
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,8 @@ def fit(
         reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=on)
     )
     params = [p for p in model.parameters() if p.requires_grad] + extra_params
+    guard = NonFiniteGuard(TrainConfig.model_fields["skipped_share"].default)
+    guard.watch([(f"p{i}", p) for i, p in enumerate(params)])
     optimizer = torch.optim.AdamW(params, lr=5e-4, weight_decay=0.01)
     steps = epochs * math.ceil(len(frame) / batch_size)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
@@ -129,10 +133,14 @@ def fit(
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
+            if guard.check_step(schedule.last_epoch + 1):  # a non-finite step is skipped
+                total += float(loss.detach()) * len(idx)
             optimizer.step()
             schedule.step()
-            total += float(loss.detach()) * len(idx)
-        log.info("grader epoch %d/%d: loss %.4f", epoch + 1, epochs, total / len(frame))
+        log.info(
+            "grader epoch %d/%d: loss %.4f (%d non-finite steps skipped so far)",
+            *(epoch + 1, epochs, total / len(frame), len(guard.skipped_steps)),
+        )
     return model.eval(), tokenizer
 
 

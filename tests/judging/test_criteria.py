@@ -56,7 +56,8 @@ def test_each_span_holds_its_criterion_and_the_response_is_cut_first(family):
 
 
 def test_a_batch_pools_each_criterion_as_its_sequence_alone_does():
-    """Padding and the order by length change nothing a criterion's states hold."""
+    """A criterion's states are the mean of its tokens' states in every layer, and padding
+    and the order by length change nothing in them."""
     with one_thread():
         model, tok = tiny_model("qwen2.5-0.5b")
         encoder = model.model
@@ -66,6 +67,11 @@ def test_a_batch_pools_each_criterion_as_its_sequence_alone_does():
         ]
         together = criterion_states(encoder, tok, rows)
         alone = torch.cat([criterion_states(encoder, tok, [row]) for row in rows])
+        first = layout(tok, *rows[0])
+        states = encoder(torch.tensor([first.ids]), output_hidden_states=True).hidden_states
+        a, b = first.spans[1]
+        direct = torch.stack([layer[0, a:b].mean(0) for layer in states])
+    torch.testing.assert_close(together[1], direct, atol=1e-4, rtol=1e-4)
     assert together.shape == (3, encoder.config.num_hidden_layers + 1, encoder.config.hidden_size)
     torch.testing.assert_close(together, alone, atol=1e-4, rtol=1e-4)
 

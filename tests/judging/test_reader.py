@@ -2,9 +2,11 @@
 refused, and a grader trained on a few items round-trips through its folder into judgements."""
 
 import asyncio
+import math
 
 import numpy as np
 import pytest
+import torch
 
 from argen.config import JudgeConfig
 from argen.data.labels import read_labels
@@ -20,6 +22,7 @@ from argen.judging.reader import (
     verify,
 )
 from argen.judging.scoring import judge_key
+from argen.training.divergence import Diverged
 from argen.training.grader import fit, fit_heads, measure, save
 from tests.conftest import write_jsonl
 from tests.tiny_models import one_thread, tiny_model
@@ -179,3 +182,25 @@ def test_the_packaged_grader_is_intact_and_records_its_held_out_figures():
     held = meta["held_out"]
     assert held["items"] > 500 and set(held["propositions"]) == set(OUTPUTS)
     assert meta["trained_on"]["items"] > 3000
+
+
+@pytest.mark.slow
+def test_a_non_finite_batch_is_skipped_and_a_run_of_them_stops_the_grader(tmp_path):
+    """A batch whose loss goes NaN leaves the weights as they were (training goes on, the heads
+    stay finite); three in a row stop training with `Diverged` instead of saving NaN heads."""
+    rows = [item(i, "train", i % 2 == 0) for i in range(16)]
+    (tmp_path / "labels").mkdir()
+    write_jsonl(tmp_path / "labels" / "a.jsonl", rows)
+    frame = read_labels(tmp_path / "labels")
+
+    def poisoned(bad):
+        def also(model, tokenizer):
+            weight = model.propositions.weight  # a NaN that reaches the gradients
+            return [], lambda idx: weight.sum() * (math.nan if bad(idx) else 0.0)
+
+        return also
+
+    model, _ = fit(frame, epochs=2, batch_size=8, also=poisoned(lambda idx: 3 in idx))
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    with pytest.raises(Diverged, match="diverged at step 3"):
+        fit(frame, epochs=2, batch_size=8, also=poisoned(lambda idx: True))
