@@ -347,8 +347,37 @@ def card(meta: dict) -> str:
             "quality differs, the better one scored higher in "
             f"{held.get('pairwise', {}).get('better_scored_higher', float('nan')):.0%}.",
             "",
+            *criteria_card(meta.get("criteria")),
         ]
     )
+
+
+def criteria_card(record: dict | None) -> list[str]:
+    """The card's section on the criterion head (`argen.training.criteria`), where there is one:
+    "met" F1 per sign, and each proposition's F1 from the heads alone and with the criteria."""
+    if not record or "held_out" not in record:
+        return []
+    held = record["held_out"]
+    met = [
+        f"{name} {f['f1']:.2f} ({f['positives']} of {f['n']})" for name, f in held["met"].items()
+    ]
+    rows = [
+        f"| {name} | {f['heads']['f1']:.2f} | {f['with_criteria']['f1']:.2f} |"
+        for name, f in held["propositions"].items()
+    ]
+    return [
+        "## Criterion head",
+        "",
+        "Grades each criterion of a bundled prompt's rubric (`data/rubrics/`) against the",
+        f"response (`argen/judging/criteria.py`); trained on {record['trained_on']['criteria']}",
+        f"verdicts. Held out ({held['criteria']} criteria of {held['items']} items), F1 of",
+        f'"met": {"; ".join(met)}.',
+        "",
+        "| proposition | F1, heads | F1, with the criteria |",
+        "| --- | ---: | ---: |",
+        *rows,
+        "",
+    ]
 
 
 def held_out_split(labels: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
