@@ -6,11 +6,9 @@
 For each grader folder: the median seconds of its proposition heads alone (`predict`) and of
 everything the reward reads (`read_pairs`: the heads and, where the grader has a criterion head,
 the prompt's rubric graded) over `--completions` labelled answers to bundled prompts (a step's
-worth), after one warm-up call; with a criterion head, also `read_pairs` with each criterion
-pooled by a loop of slices (the first version) instead of one matrix product per batch, in the
-same call. `--fresh BACKBONE` times a grader with untrained heads and criterion head on that
-backbone (what it costs does not depend on its weights), made in a temporary folder. Prints one
-JSON line per grader.
+worth), after one warm-up call. `--fresh BACKBONE` times a grader with untrained heads and
+criterion head on that backbone (what it costs does not depend on its weights), made in a
+temporary folder. Prints one JSON line per grader.
 """
 
 import argparse
@@ -20,13 +18,11 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from unittest import mock
 
 import pandas as pd
 import torch
 
 from argen.data.labels import read_labels
-from argen.judging import criteria
 from argen.judging.criteria import head_over, rubrics_by_prompt
 from argen.judging.reader import (
     device,
@@ -54,31 +50,6 @@ def median_seconds(call, repeats: int) -> float:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
-
-
-def loop_pooled_spans(encoder, tokenizer, layouts):
-    """The first version of `criteria.pooled_spans`: each criterion's slice of every layer,
-    averaged one at a time."""
-    device = next(encoder.parameters()).device
-    width = max(len(x.ids) for x in layouts)
-    ids = torch.full((len(layouts), width), tokenizer.pad_token_id or 0, dtype=torch.long)
-    mask = torch.zeros((len(layouts), width), dtype=torch.long)
-    for row, x in enumerate(layouts):
-        ids[row, : len(x.ids)] = torch.tensor(x.ids)
-        mask[row, : len(x.ids)] = 1
-    extra = {}
-    if tokenizer.sep_token_id is not None:
-        types = torch.zeros_like(ids)
-        for row, x in enumerate(layouts):
-            types[row, : len(x.ids)] = torch.tensor(x.types)
-        extra = {"token_type_ids": types.to(device)}
-    states = encoder(
-        input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, **extra
-    ).hidden_states
-    stacked = torch.stack(states, dim=1)
-    return torch.stack(
-        [stacked[row, :, a:b].float().mean(1) for row, x in enumerate(layouts) for a, b in x.spans]
-    )
 
 
 def fresh_grader(backbone: str, folder: Path) -> Path:
@@ -115,10 +86,7 @@ def main() -> None:
             "heads_seconds": round(heads, 4),
             "reward_seconds": round(whole, 4),
         }
-        if line["criterion_head"]:
-            with mock.patch.object(criteria, "pooled_spans", loop_pooled_spans):
-                loop = median_seconds(functools.partial(read_pairs, folder, pairs), args.repeats)
-            line["reward_seconds_loop_pooling"] = round(loop, 4)
+
         print(json.dumps(line), flush=True)
 
 

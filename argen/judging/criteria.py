@@ -156,13 +156,10 @@ def pooled_spans(encoder, tokenizer, layouts: Sequence[Layout]) -> torch.Tensor:
     states = encoder(
         input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, **extra
     ).hidden_states
-    spans = [(row, a, b) for row, x in enumerate(layouts) for a, b in x.spans]
-    share = torch.zeros(len(spans), len(layouts), width, dtype=states[0].dtype)
-    for k, (row, a, b) in enumerate(spans):
-        share[k, row, a:b] = 1.0 / (b - a)
-    stacked = torch.stack(states).flatten(1, 2)  # (layers, batch * tokens, hidden)
-    pooled = torch.matmul(share.flatten(1).to(device), stacked)  # (layers, criteria, hidden)
-    return pooled.transpose(0, 1).float()
+    stacked = torch.stack(states, dim=1)  # (batch, layers, tokens, hidden)
+    return torch.stack(
+        [stacked[row, :, a:b].float().mean(1) for row, x in enumerate(layouts) for a, b in x.spans]
+    )
 
 
 def layouts_of(encoder, tokenizer, rows: Sequence[tuple[str, str, Sequence[str]]]) -> list[Layout]:
