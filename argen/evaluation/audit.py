@@ -21,6 +21,7 @@ from argen.judging.reader import (
     PACKAGED_AUDIT,
     ReaderJudge,
     read_pairs,
+    rubric_identity,
     verify,
 )
 
@@ -54,6 +55,7 @@ class AuditGrader:
         return {
             "grader": self.name,
             "files_sha256": self.files_sha256,
+            **rubric_identity(self.folder),
             "threshold": self.threshold,
             "thresholds": dict(sorted(self.thresholds.items())),
         }

@@ -232,6 +232,12 @@ def _load_criteria(folder: Path, files: str) -> CriterionHead | None:
     return head.to(device()).eval()
 
 
+def rubric_identity(folder: Path) -> dict:
+    """What of the rubrics a grader's scores depend on: the bundled rubrics' SHA-256 where it
+    has a criterion head (a rewritten rubric is another judge), nothing where it has none."""
+    return {"rubrics_sha256": rubrics_sha256()} if CRITERIA_HEADS in verify(folder)["files"] else {}
+
+
 Graded = tuple[Sequence[Criterion], np.ndarray] | None
 """A response's rubric criteria and the probability that it meets each, or None (no rubric)."""
 
@@ -354,8 +360,7 @@ class ReaderJudge:
 
     @property
     def identity(self) -> Mapping:
-        rubrics = {"rubrics": rubrics_sha256()} if CRITERIA_HEADS in self.meta["files"] else {}
-        return {"backend": "reader", "files": self.meta["files"], **rubrics}
+        return {"backend": "reader", "files": self.meta["files"], **rubric_identity(self.folder)}
 
     async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
         props, quality, graded = await asyncio.to_thread(read_pairs, self.folder, list(pairs))

@@ -38,14 +38,19 @@ def make_backend(config: JudgeConfig) -> Backend:
 
 
 def judge_key(config: JudgeConfig) -> dict:
-    """What of the judge keys a stage's output: its settings, and the content of the reward
-    model or grader directory it reads (one retrained in place is another judge)."""
+    """What of the judge keys a stage's output: its settings, the content of the reward model or
+    grader directory it reads (one retrained in place is another judge), and the rubrics a
+    grader with a criterion head reads."""
     key = config.model_dump(mode="json")
     path = config.reward_model.path
     if config.backend == "reward_model" and path is not None and path.is_dir():
         key["reward_model_sha256"] = dir_sha256(path)
     if config.grader is not None and config.grader.is_dir():
         key["grader_sha256"] = dir_sha256(config.grader)
+    if config.backend == "reader":
+        from argen.judging.reader import PACKAGED, rubric_identity
+
+        key |= rubric_identity(config.grader or PACKAGED)
     return key
 
 

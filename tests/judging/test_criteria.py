@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from argen.config import JudgeConfig
 from argen.data.labels import read_labels
 from argen.data.rubrics import Criterion
 from argen.errors import ArgenError
@@ -26,6 +27,7 @@ from argen.judging.reader import (
     read_pairs,
     verify,
 )
+from argen.judging.scoring import judge_key
 from argen.training import criteria as training
 from argen.training.grader import fit_heads, save
 from tests.conftest import write_jsonl
@@ -165,7 +167,9 @@ def test_a_trained_criterion_head_round_trips_into_judgements(tmp_path):
         assert probs[1]["dangerous_instruction"] >= waits[0] - 1e-6
         (with_head,) = asyncio.run(ReaderJudge(out).judge_many([(prompt, bad)]))
     assert with_head != without[0]
-    assert "rubrics" in ReaderJudge(out).identity
+    assert "rubrics_sha256" in ReaderJudge(out).identity
+    assert "rubrics_sha256" in judge_key(JudgeConfig(backend="reader", grader=out))
+    assert "rubrics_sha256" not in judge_key(JudgeConfig(backend="reader"))  # packaged: no head
     head = out / "criteria.safetensors"
     head.write_bytes(head.read_bytes()[:-8] + b"tampered")
     with pytest.raises(ArgenError, match="does not match the SHA-256"):
