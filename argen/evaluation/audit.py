@@ -55,7 +55,7 @@ class AuditGrader:
         return {
             "grader": self.name,
             "files_sha256": self.files_sha256,
-            **rubric_identity(self.folder),
+            **rubric_identity(verify(self.folder)["files"]),
             "threshold": self.threshold,
             "thresholds": dict(sorted(self.thresholds.items())),
         }

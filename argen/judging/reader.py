@@ -18,7 +18,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,10 +232,11 @@ def _load_criteria(folder: Path, files: str) -> CriterionHead | None:
     return head.to(device()).eval()
 
 
-def rubric_identity(folder: Path) -> dict:
-    """What of the rubrics a grader's scores depend on: the bundled rubrics' SHA-256 where it
-    has a criterion head (a rewritten rubric is another judge), nothing where it has none."""
-    return {"rubrics_sha256": rubrics_sha256()} if CRITERIA_HEADS in verify(folder)["files"] else {}
+def rubric_identity(files: Collection[str]) -> dict:
+    """What of the rubrics a grader's scores depend on, from the names of its files: the bundled
+    rubrics' SHA-256 where it has a criterion head (a rewritten rubric is another judge),
+    nothing where it has none."""
+    return {"rubrics_sha256": rubrics_sha256()} if CRITERIA_HEADS in files else {}
 
 
 Graded = tuple[Sequence[Criterion], np.ndarray] | None
@@ -360,7 +361,8 @@ class ReaderJudge:
 
     @property
     def identity(self) -> Mapping:
-        return {"backend": "reader", "files": self.meta["files"], **rubric_identity(self.folder)}
+        files = self.meta["files"]
+        return {"backend": "reader", "files": files, **rubric_identity(files)}
 
     async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
         props, quality, graded = await asyncio.to_thread(read_pairs, self.folder, list(pairs))

@@ -50,7 +50,8 @@ def judge_key(config: JudgeConfig) -> dict:
     if config.backend == "reader":
         from argen.judging.reader import PACKAGED, rubric_identity
 
-        key |= rubric_identity(config.grader or PACKAGED)
+        folder = config.grader or PACKAGED
+        key |= rubric_identity([p.name for p in folder.iterdir()] if folder.is_dir() else [])
     return key
 
 
