@@ -48,7 +48,7 @@ def _tokens(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def position_limit(tokenizer, config) -> int:
+def position_limit(config) -> int:
     """The longest sequence a backbone reads: MAX_LENGTH, or less where its positions end."""
     limit = getattr(config, "max_position_embeddings", None) or MAX_LENGTH
     return min(MAX_LENGTH, int(limit))
@@ -164,7 +164,7 @@ def pooled_spans(encoder, tokenizer, layouts: Sequence[Layout]) -> torch.Tensor:
 
 def layouts_of(encoder, tokenizer, rows: Sequence[tuple[str, str, Sequence[str]]]) -> list[Layout]:
     """The layout of each (prompt, response, criteria) row within the backbone's positions."""
-    limit = position_limit(tokenizer, encoder.config)
+    limit = position_limit(encoder.config)
     return [layout(tokenizer, p, r, c, limit) for p, r, c in rows]
 
 
