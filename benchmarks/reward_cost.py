@@ -27,8 +27,7 @@ from argen.judging.criteria import head_over, rubrics_by_prompt
 from argen.judging.reader import (
     device,
     load_backbone,
-    load_criteria,
-    load_reader,
+    load_grader,
     predict,
     read_pairs,
     reader_over,
@@ -75,18 +74,19 @@ def main() -> None:
     temporary = Path(tempfile.mkdtemp())
     fresh = [fresh_grader(b, temporary / f"fresh-{i}") for i, b in enumerate(args.fresh)]
     for folder in [*args.graders, *fresh]:
-        model, tokenizer, _ = load_reader(folder)
-        heads = median_seconds(functools.partial(predict, model, tokenizer, pairs), args.repeats)
-        whole = median_seconds(functools.partial(read_pairs, folder, pairs), args.repeats)
+        grader = load_grader(folder)
+        heads = median_seconds(
+            functools.partial(predict, grader.model, grader.tokenizer, pairs), args.repeats
+        )
+        whole = median_seconds(functools.partial(read_pairs, grader, pairs), args.repeats)
         line = {
             "grader": str(folder),
-            "criterion_head": load_criteria(folder) is not None,
+            "criterion_head": grader.criteria is not None,
             "completions": len(pairs),
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
             "heads_seconds": round(heads, 4),
             "reward_seconds": round(whole, 4),
         }
-
         print(json.dumps(line), flush=True)
 
 

@@ -20,6 +20,7 @@ from argen.judging.reader import (
     OUTPUTS,
     PACKAGED_AUDIT,
     ReaderJudge,
+    load_grader,
     read_pairs,
     rubric_identity,
     verify,
@@ -73,7 +74,7 @@ class AuditGrader:
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, outputs) probabilities, one row per (prompt, response) pair (strengthened by the
         prompt's graded rubric where the grader has a criterion head)."""
-        outputs, _, _ = read_pairs(self.folder, list(pairs))
+        outputs, _, _ = read_pairs(load_grader(self.folder), list(pairs))
         return np.array([[p[name] for name in OUTPUTS] for p in outputs]).reshape(-1, len(OUTPUTS))
 
     def columns(self, prompts: Sequence[str], responses: Sequence[str]) -> pd.DataFrame:

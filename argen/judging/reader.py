@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -191,14 +192,31 @@ def verify(folder: Path) -> dict:
     return meta
 
 
-def load_reader(folder: Path = PACKAGED) -> tuple[Reader, object, dict]:
-    """A trained grader (eval mode, on the GPU where there is one), its tokenizer and record;
-    loaded once for each content of its folder."""
-    return _load_reader(folder, json.dumps(verify(folder)["files"], sort_keys=True))
+@dataclass(frozen=True)
+class LoadedGrader:
+    """A trained grader in memory: the reader (eval mode, on the GPU where there is one), its
+    tokenizer, its record, and its criterion head (`argen.judging.criteria`; None where it has
+    none)."""
+
+    model: Reader
+    tokenizer: Any
+    meta: dict
+    criteria: CriterionHead | None
+
+
+def load_grader(folder: Path = PACKAGED) -> LoadedGrader:
+    """A trained grader, its files checked; loaded once for each content of its folder."""
+    return _load_grader(folder, files_key(verify(folder)))
+
+
+def files_key(meta: Mapping) -> str:
+    """A verified record's files and their SHA-256, as one string: what a loaded grader is
+    cached by (a grader retrained in place is loaded again)."""
+    return json.dumps(meta["files"], sort_keys=True)
 
 
 @functools.cache
-def _load_reader(folder: Path, files: str) -> tuple[Reader, object, dict]:
+def _load_grader(folder: Path, files: str) -> LoadedGrader:
     meta = verify(folder)
     encoder, tokenizer = load_backbone(meta["backbone"], device())
     if (folder / "adapter_config.json").is_file():
@@ -210,26 +228,24 @@ def _load_reader(folder: Path, files: str) -> tuple[Reader, object, dict]:
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it") from exc
     if unexpected or any(not k.startswith("encoder.") for k in missing):
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it")
-    return model.to(device()).eval(), tokenizer, meta
+    head = criterion_head(folder, encoder) if CRITERIA_HEADS in meta["files"] else None
+    return LoadedGrader(model.to(device()).eval(), tokenizer, meta, head)
 
 
-def load_criteria(folder: Path = PACKAGED) -> CriterionHead | None:
-    """A trained grader's criterion head (`argen.judging.criteria`), or None where it has none;
-    loaded once for each content of its folder."""
-    return _load_criteria(folder, json.dumps(verify(folder)["files"], sort_keys=True))
-
-
-@functools.cache
-def _load_criteria(folder: Path, files: str) -> CriterionHead | None:
-    if CRITERIA_HEADS not in json.loads(files):
-        return None
-    model, _, _ = load_reader(folder)
-    head = head_over(model.encoder)
+def criterion_head(folder: Path, encoder) -> CriterionHead:
+    """The grader's trained criterion head over its backbone (eval mode, on its device)."""
+    head = head_over(encoder)
     try:
         head.load_state_dict(load_file(folder / CRITERIA_HEADS))
-    except RuntimeError as exc:
+    except RuntimeError as exc:  # a shape that differs: another backbone or design
         raise ArgenError(f"{folder / CRITERIA_HEADS} does not fit this code; retrain it") from exc
     return head.to(device()).eval()
+
+
+def load_reader(folder: Path = PACKAGED) -> tuple[Reader, object, dict]:
+    """A trained grader's reader, tokenizer and record (`load_grader`)."""
+    grader = load_grader(folder)
+    return grader.model, grader.tokenizer, grader.meta
 
 
 def rubric_identity(files: Collection[str]) -> dict:
@@ -243,28 +259,25 @@ Graded = tuple[Sequence[Criterion], np.ndarray] | None
 """A response's rubric criteria and the probability that it meets each, or None (no rubric)."""
 
 
-def grade_rubrics(folder: Path, pairs: Sequence[tuple[str, str]]) -> list[Graded]:
+def grade_rubrics(grader: LoadedGrader, pairs: Sequence[tuple[str, str]]) -> list[Graded]:
     """Each pair's rubric (a bundled prompt's, `rubrics_by_prompt`) graded by the grader's
     criterion head; None for a pair without a rubric or a grader without the head."""
-    head = load_criteria(folder)
-    if head is None:
+    if grader.criteria is None:
         return [None] * len(pairs)
     rubrics = rubrics_by_prompt()
-    model, tokenizer, _ = load_reader(folder)
     criteria = [rubrics.get(prompt, ()) for prompt, _ in pairs]
     rows = [(p, r, [c.text for c in cs]) for (p, r), cs in zip(pairs, criteria, strict=True)]
-    met = grade(model.encoder, head, tokenizer, rows)
+    met = grade(grader.model.encoder, grader.criteria, grader.tokenizer, rows)
     return [(cs, m) if cs else None for cs, m in zip(criteria, met, strict=True)]
 
 
 def read_pairs(
-    folder: Path, pairs: Sequence[tuple[str, str]]
+    grader: LoadedGrader, pairs: Sequence[tuple[str, str]]
 ) -> tuple[list[dict[str, float]], np.ndarray, list[Graded]]:
     """What a grader reads in each pair: its outputs' probabilities (strengthened by the graded
     rubric where the prompt has one), the quality probabilities and the graded rubric."""
-    model, tokenizer, _ = load_reader(folder)
-    props, quality = predict(model, tokenizer, pairs)
-    graded = grade_rubrics(folder, pairs)
+    props, quality = predict(grader.model, grader.tokenizer, pairs)
+    graded = grade_rubrics(grader, pairs)
     outputs = []
     for row, rubric in zip(props, graded, strict=True):
         p = dict(zip(OUTPUTS, map(float, row), strict=True))
@@ -365,7 +378,9 @@ class ReaderJudge:
         return {"backend": "reader", "files": files, **rubric_identity(files)}
 
     async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
-        props, quality, graded = await asyncio.to_thread(read_pairs, self.folder, list(pairs))
+        # the files were checked when this judge was made: no hashing on every reward step
+        grader = _load_grader(self.folder, files_key(self.meta))
+        props, quality, graded = await asyncio.to_thread(read_pairs, grader, list(pairs))
         return [
             raw_fields(p, q, loop_factor(response), None if g is None else content_score(*g))
             for p, q, g, (_, response) in zip(props, quality, graded, pairs, strict=True)

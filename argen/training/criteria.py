@@ -222,7 +222,7 @@ def save_head(folder: Path, head: CriterionHead, record: dict) -> None:
         write_record(tmp, {**meta, "criteria": record})
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--grader",
@@ -248,7 +248,28 @@ def main(argv: list[str] | None = None) -> int:
         "--epochs", type=int, help="epochs of the head (default 400) or of --backbone (2)"
     )
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def held_out_record(model, tokenizer, head: CriterionHead, held: pd.DataFrame, origins) -> dict:
+    """The head's held-out figures (`figures`) on every graded held-out item and, with
+    `origins`, on those whose origin starts with one of them."""
+    pairs = list(zip(held["prompt"], held["response"], strict=True))
+    props, _ = predict(model, tokenizer, pairs)
+    prob = probabilities(head, states_of(model.encoder, tokenizer, held))
+    record = {"held_out": figures(held, verdicts(held), prob, props)}
+    if origins:
+        chosen = held["origin"].str.startswith(tuple(origins)).to_numpy()
+        each = np.repeat(chosen, [len(c) for c in held["criteria"]])
+        record["held_out_origins"] = {
+            "origins": origins,
+            **figures(held[chosen], verdicts(held)[each], prob[each], props[chosen]),
+        }
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     rubrics = read_rubrics(args.rubrics)
     train_all, held_all = held_out_split(read_labels(args.labels))
@@ -261,13 +282,15 @@ def main(argv: list[str] | None = None) -> int:
         settings |= {"epochs": epochs, "lora": LORA}
         figures_all = measure(model, tokenizer, held_all) if len(held_all) else {}
         save(model, train_all, figures_all, args.grader, settings, args.backbone)
-        encoder = model.encoder
     else:
         epochs = args.epochs or 400
         model, tokenizer, _ = load_reader(args.grader)
-        encoder = model.encoder
         head = fit_head(
-            states_of(encoder, tokenizer, train), verdicts(train), encoder, epochs, args.seed
+            states_of(model.encoder, tokenizer, train),
+            verdicts(train),
+            model.encoder,
+            epochs,
+            args.seed,
         )
     record: dict = {
         "trained_on": {
@@ -278,17 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {"epochs": epochs, "seed": args.seed, "joint": bool(args.backbone)},
     }
     if len(held):
-        pairs = list(zip(held["prompt"], held["response"], strict=True))
-        props, _ = predict(model, tokenizer, pairs)
-        prob = probabilities(head, states_of(encoder, tokenizer, held))
-        record["held_out"] = figures(held, verdicts(held), prob, props)
-        if args.held_out_origin:
-            chosen = held["origin"].str.startswith(tuple(args.held_out_origin)).to_numpy()
-            each = np.repeat(chosen, [len(c) for c in held["criteria"]])
-            record["held_out_origins"] = {
-                "origins": args.held_out_origin,
-                **figures(held[chosen], verdicts(held)[each], prob[each], props[chosen]),
-            }
+        record |= held_out_record(model, tokenizer, head, held, args.held_out_origin)
     save_head(args.grader, head, record)
     log.info(
         "criterion head -> %s; held out: %s",

@@ -77,6 +77,36 @@ Objective = Callable[[list[int]], torch.Tensor]
 """A further loss on a batch of the training items (their indices), added to the reader's."""
 
 
+def reader_objective(model: Reader, tokenizer, frame: pd.DataFrame) -> Objective:
+    """The reader's own loss on a batch of `frame`'s items: the propositions (binary
+    cross-entropy, positives weighted up to 10x, a proposition that does not apply left out)
+    and the quality (cross-entropy)."""
+    on = device()
+    y, q = targets(frame)
+    mask = ~np.isnan(y)
+    positives = np.nansum(y, axis=0)
+    pos_weight = np.clip((mask.sum(0) - positives) / np.maximum(positives, 1), 1, 10)
+    bce = torch.nn.BCEWithLogitsLoss(
+        reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=on)
+    )
+    prompts, responses = frame["prompt"].tolist(), frame["response"].tolist()
+
+    def loss(idx: list[int]) -> torch.Tensor:
+        batch = encode(tokenizer, [prompts[i] for i in idx], [responses[i] for i in idx], on)
+        with torch.autocast(on, dtype=torch.bfloat16, enabled=on == "cuda"):
+            pooled = model.pooled(**batch)
+        logits, quality_logits = model.heads(pooled.float())
+        target = torch.tensor(np.nan_to_num(y[idx]), dtype=torch.float32, device=on)
+        weight = torch.tensor(mask[idx], dtype=torch.float32, device=on)
+        prop_loss = (bce(logits.float(), target) * weight).sum() / weight.sum().clamp(min=1)
+        quality_loss = torch.nn.functional.cross_entropy(
+            quality_logits.float(), torch.tensor(q[idx], device=on)
+        )
+        return prop_loss + quality_loss
+
+    return loss
+
+
 def fit(
     frame: pd.DataFrame,
     backbone: str = MINILM,
@@ -91,17 +121,10 @@ def fit(
     random.seed(seed)
     torch.manual_seed(seed)
     model, tokenizer = new_reader(backbone, tuned=True)
-    on = device()
-    standardise(model, pooled_features(model, tokenizer, frame).to(on))
+    standardise(model, pooled_features(model, tokenizer, frame).to(device()))
     extra_params, extra_loss = also(model, tokenizer) if also else ([], None)
+    own_loss = reader_objective(model, tokenizer, frame)
     model.train()
-    y, q = targets(frame)
-    mask = ~np.isnan(y)
-    positives = np.nansum(y, axis=0)
-    pos_weight = np.clip((mask.sum(0) - positives) / np.maximum(positives, 1), 1, 10)
-    bce = torch.nn.BCEWithLogitsLoss(
-        reduction="none", pos_weight=torch.tensor(pos_weight, dtype=torch.float32, device=on)
-    )
     params = [p for p in model.parameters() if p.requires_grad] + extra_params
     guard = NonFiniteGuard(TrainConfig.model_fields["skipped_share"].default)
     guard.watch([(f"p{i}", p) for i, p in enumerate(params)])
@@ -110,24 +133,13 @@ def fit(
     schedule = torch.optim.lr_scheduler.OneCycleLR(
         optimizer, max_lr=5e-4, total_steps=steps, pct_start=0.1
     )
-    prompts, responses = frame["prompt"].tolist(), frame["response"].tolist()
     for epoch in range(epochs):
         order = list(range(len(frame)))
         random.shuffle(order)
         total = 0.0
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            batch = encode(tokenizer, [prompts[i] for i in idx], [responses[i] for i in idx], on)
-            with torch.autocast(on, dtype=torch.bfloat16, enabled=on == "cuda"):
-                pooled = model.pooled(**batch)
-            logits, quality_logits = model.heads(pooled.float())
-            target = torch.tensor(np.nan_to_num(y[idx]), dtype=torch.float32, device=on)
-            weight = torch.tensor(mask[idx], dtype=torch.float32, device=on)
-            prop_loss = (bce(logits.float(), target) * weight).sum() / weight.sum().clamp(min=1)
-            quality_loss = torch.nn.functional.cross_entropy(
-                quality_logits.float(), torch.tensor(q[idx], device=on)
-            )
-            loss = prop_loss + quality_loss
+            loss = own_loss(idx)
             if extra_loss is not None:
                 loss = loss + extra_loss(idx)
             optimizer.zero_grad()

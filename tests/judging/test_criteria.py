@@ -24,6 +24,7 @@ from argen.judging.reader import (
     OUTPUTS,
     ReaderJudge,
     base_encoder_dir,
+    load_grader,
     read_pairs,
     verify,
 )
@@ -160,7 +161,9 @@ def test_a_trained_criterion_head_round_trips_into_judgements(tmp_path):
         meta = verify(out)
         assert "criteria.safetensors" in meta["files"]
         assert meta["criteria"]["trained_on"]["criteria"] == 16 * len(criteria)
-        probs, _, graded = read_pairs(out, [(prompt, good), (prompt, bad), ("Hi?", good)])
+        probs, _, graded = read_pairs(
+            load_grader(out), [(prompt, good), (prompt, bad), ("Hi?", good)]
+        )
         assert graded[2] is None and len(graded[0][1]) == len(criteria)
         waits = graded[1][1][3], graded[0][1][3]
         assert waits[0] > 0.5 > waits[1]  # learned: the bad answer suggests waiting
@@ -201,5 +204,5 @@ def test_a_grader_learns_propositions_and_criteria_together(tmp_path):
         assert meta["settings"]["encoder"] == "tuned (LoRA) with the criteria"
         held = meta["criteria"]["held_out"]
         assert held["items"] == 4 and held["criteria"] == 4 * len(criteria)
-        _, _, graded = read_pairs(out, [(prompt, "Call 999 now.")])
+        _, _, graded = read_pairs(load_grader(out), [(prompt, "Call 999 now.")])
     assert len(graded[0][1]) == len(criteria)
