@@ -3,10 +3,11 @@
     python -m benchmarks.reward_cost GRADER [GRADER ...] [--completions 64] [--repeats 5]
     python -m benchmarks.reward_cost --fresh BACKBONE [...]
 
-For each grader folder: the median seconds of its proposition heads alone (`predict`) and of
-everything the reward reads (`read_pairs`: the heads and, where the grader has a criterion head,
-the prompt's rubric graded) over `--completions` labelled answers to bundled prompts (a step's
-worth), after one warm-up call. `--fresh BACKBONE` times a grader with untrained heads and
+For each grader folder: the median seconds of its proposition heads alone (`predict`), of the
+heads and the rubric graded in a pass of its own (`predict` and `grade_rubrics`), and of
+everything the reward reads (`read_pairs`, which on a causal backbone reads the pair and its
+rubric in one pass) over `--completions` labelled answers to bundled prompts (a step's worth),
+after one warm-up call. `--fresh BACKBONE` times a grader with untrained heads and
 criterion head on that backbone (what it costs does not depend on its weights), made in a
 temporary folder. Prints one JSON line per grader.
 """
@@ -26,6 +27,7 @@ from argen.data.labels import read_labels
 from argen.judging.criteria import head_over, rubrics_by_prompt
 from argen.judging.reader import (
     device,
+    grade_rubrics,
     load_backbone,
     load_grader,
     predict,
@@ -78,6 +80,12 @@ def main() -> None:
         heads = median_seconds(
             functools.partial(predict, grader.model, grader.tokenizer, pairs), args.repeats
         )
+
+        def apart(grader=grader) -> None:
+            predict(grader.model, grader.tokenizer, pairs)
+            grade_rubrics(grader, pairs)
+
+        two_passes = median_seconds(apart, args.repeats)
         whole = median_seconds(functools.partial(read_pairs, grader, pairs), args.repeats)
         line = {
             "grader": str(folder),
@@ -85,6 +93,7 @@ def main() -> None:
             "completions": len(pairs),
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
             "heads_seconds": round(heads, 4),
+            "two_passes_seconds": round(two_passes, 4),
             "reward_seconds": round(whole, 4),
         }
         print(json.dumps(line), flush=True)

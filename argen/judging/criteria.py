@@ -22,72 +22,85 @@ from torch import nn
 from argen.data.rubrics import Criterion, read_rubrics
 from argen.errors import ArgenError
 from argen.hashing import json_sha256
+from argen.judging.pairs import is_causal, pair_ids
 from argen.judging.propositions import CONTENT
 
 CRITERIA_HEADS = "criteria.safetensors"
 MAX_LENGTH = 512
-"""Tokens of prompt, response and criteria together; the response is cut, never the rest."""
+"""Tokens an encoder reads of prompt, response and criteria together; the response is cut,
+never the rest. (A causal backbone reads the pair as the heads do, then the criteria.)"""
 MIN_RESPONSE = 32
-"""Tokens of the response a layout must keep, or the rubric is refused as too long."""
-RESPONSE_MARK = "\n\nResponse:\n"
-"""Ends the prompt where a backbone's tokenizer has no separator of its own (causal LMs)."""
+"""Tokens of the response an encoder's layout must keep, or the rubric is refused as too long."""
 HEADER = "\n\nCriteria:"
 ITEM = "\n- "
 
 
 @dataclass(frozen=True)
 class Layout:
-    """One (prompt, response, criteria) sequence: its token ids and each criterion's span."""
+    """One (prompt, response, criteria) sequence: its token ids, each criterion's span, and how
+    many leading tokens are the pair exactly as the proposition heads read it (a causal
+    backbone's, whose states the criteria after them cannot change; 0 for an encoder's, whose
+    every state reads the criteria too)."""
 
     ids: list[int]
     types: list[int]
     spans: list[tuple[int, int]]
+    pair: int = 0
 
 
 def _tokens(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def position_limit(config) -> int:
-    """The longest sequence a backbone reads: MAX_LENGTH, or less where its positions end."""
-    limit = getattr(config, "max_position_embeddings", None) or MAX_LENGTH
-    return min(MAX_LENGTH, int(limit))
+def position_limit(config, tokenizer) -> int:
+    """The longest sequence a backbone reads here: its positions, and for an encoder no more
+    than MAX_LENGTH."""
+    limit = int(getattr(config, "max_position_embeddings", None) or MAX_LENGTH)
+    return limit if is_causal(tokenizer) else min(MAX_LENGTH, limit)
 
 
 def layout(
     tokenizer, prompt: str, response: str, criteria: Sequence[str], limit: int = MAX_LENGTH
 ) -> Layout:
-    """Prompt, response and criteria as one sequence. An encoder with separators reads
-    [CLS] prompt [SEP] response [SEP] criteria [SEP] (the prompt as segment 0); a causal LM reads
-    them joined by headings. The response is cut to fit `limit`."""
-    encoder = tokenizer.sep_token_id is not None and tokenizer.cls_token_id is not None
-    head = _tokens(tokenizer, prompt)
-    if encoder:
-        head = [tokenizer.cls_token_id, *head, tokenizer.sep_token_id]
-    else:
-        head = head + _tokens(tokenizer, RESPONSE_MARK)
-    tail_parts = [_tokens(tokenizer, HEADER)]
-    tail_parts += [_tokens(tokenizer, ITEM + text) for text in criteria]
-    close = [tokenizer.sep_token_id] if encoder else []
-    fixed = len(head) + sum(map(len, tail_parts)) + len(close) + (1 if encoder else 0)
+    """Prompt, response and criteria as one sequence of at most `limit` tokens. An encoder with
+    separators reads [CLS] prompt [SEP] response [SEP] criteria [SEP] (the prompt as segment 0),
+    the response cut to fit; a causal LM reads the pair as the proposition heads do
+    (`pair_ids`), then the criteria under a heading, so one forward pass serves both."""
+    tail = [_tokens(tokenizer, HEADER)] if criteria else []
+    tail += [_tokens(tokenizer, ITEM + text) for text in criteria]
+    if is_causal(tokenizer):
+        head = pair_ids(tokenizer, prompt, response)
+        if len(head) + sum(map(len, tail)) > limit:
+            raise ArgenError(
+                f"a pair and its {len(criteria)} rubric criteria take "
+                f"{len(head) + sum(map(len, tail))} tokens, over the backbone's {limit} "
+                "positions; shorten the rubric (or the prompt)"
+            )
+        return _joined(head, tail, [], [0] * (len(head) + sum(map(len, tail))), len(head))
+    head = [tokenizer.cls_token_id, *_tokens(tokenizer, prompt), tokenizer.sep_token_id]
+    close = [tokenizer.sep_token_id]
+    fixed = len(head) + sum(map(len, tail)) + len(close) + 1
     room = limit - fixed
     if room < MIN_RESPONSE:
         raise ArgenError(
             f"a prompt and its {len(criteria)} rubric criteria take {fixed} tokens, leaving "
             f"{room} of {limit} for the response; shorten the rubric (or the prompt)"
         )
-    body = _tokens(tokenizer, response)[:room]
-    if encoder:
-        body = [*body, tokenizer.sep_token_id]
-    ids = head + body
-    spans = []
-    start = len(ids) + len(tail_parts[0])
-    for part in tail_parts[1:]:
-        spans.append((start, start + len(part)))
-        start += len(part)
-    ids = ids + [t for part in tail_parts for t in part] + close
-    types = [0] * len(head) + [1] * (len(ids) - len(head)) if encoder else [0] * len(ids)
-    return Layout(ids, types, spans)
+    body = [*_tokens(tokenizer, response)[:room], tokenizer.sep_token_id]
+    length = len(head) + len(body) + sum(map(len, tail)) + len(close)
+    types = [0] * len(head) + [1] * (length - len(head))
+    return _joined(head + body, tail, close, types, 0)
+
+
+def _joined(
+    start: list[int], tail: list[list[int]], close: list[int], types: list[int], pair: int
+) -> Layout:
+    """`start`, the heading and criteria of `tail`, then `close`, with each criterion's span."""
+    spans, at = [], len(start) + (len(tail[0]) if tail else 0)
+    for part in tail[1:]:
+        spans.append((at, at + len(part)))
+        at += len(part)
+    return Layout(start + [t for part in tail for t in part] + close, types, spans, pair)
 
 
 class LayerProjection(nn.Module):
@@ -138,10 +151,10 @@ def head_over(encoder) -> CriterionHead:
     return CriterionHead(config.hidden_size, config.num_hidden_layers + 1)
 
 
-def pooled_spans(encoder, tokenizer, layouts: Sequence[Layout]) -> torch.Tensor:
-    """One padded batch of layouts through the backbone: each criterion's states of every layer,
-    mean-pooled over its tokens, (criteria in order, layers, hidden), on the backbone's device
-    and differentiable (a tuned backbone learns through it)."""
+def hidden_states(encoder, tokenizer, layouts: Sequence[Layout]) -> torch.Tensor:
+    """One right-padded batch of layouts through the backbone: every layer's states, (batch,
+    layers, tokens, hidden), on the backbone's device and differentiable (a tuned backbone
+    learns through it)."""
     device = next(encoder.parameters()).device
     width = max(len(x.ids) for x in layouts)
     pad = tokenizer.pad_token_id or 0
@@ -156,15 +169,32 @@ def pooled_spans(encoder, tokenizer, layouts: Sequence[Layout]) -> torch.Tensor:
     states = encoder(
         input_ids=ids.to(device), attention_mask=mask.to(device), output_hidden_states=True, **extra
     ).hidden_states
-    stacked = torch.stack(states, dim=1)  # (batch, layers, tokens, hidden)
-    return torch.stack(
-        [stacked[row, :, a:b].float().mean(1) for row, x in enumerate(layouts) for a, b in x.spans]
-    )
+    return torch.stack(states, dim=1)
+
+
+def span_means(stacked: torch.Tensor, layouts: Sequence[Layout]) -> torch.Tensor:
+    """Each criterion's states mean-pooled over its tokens, (criteria in order, layers,
+    hidden), in float32."""
+    spans = [
+        stacked[row, :, a:b].float().mean(1) for row, x in enumerate(layouts) for a, b in x.spans
+    ]
+    return torch.stack(spans) if spans else stacked.new_zeros((0, *stacked.shape[1::2]))
+
+
+def pair_means(stacked: torch.Tensor, layouts: Sequence[Layout]) -> torch.Tensor:
+    """Each row's pair states mean-pooled over its tokens, (rows, layers, hidden), in float32:
+    what the proposition heads read (`Reader.pooled`), taken from a causal layout's pass."""
+    return torch.stack([stacked[row, :, : x.pair].float().mean(1) for row, x in enumerate(layouts)])
+
+
+def pooled_spans(encoder, tokenizer, layouts: Sequence[Layout]) -> torch.Tensor:
+    """Each criterion's pooled states (`span_means`) of one batch of layouts, differentiable."""
+    return span_means(hidden_states(encoder, tokenizer, layouts), layouts)
 
 
 def layouts_of(encoder, tokenizer, rows: Sequence[tuple[str, str, Sequence[str]]]) -> list[Layout]:
     """The layout of each (prompt, response, criteria) row within the backbone's positions."""
-    limit = position_limit(encoder.config)
+    limit = position_limit(encoder.config, tokenizer)
     return [layout(tokenizer, p, r, c, limit) for p, r, c in rows]
 
 

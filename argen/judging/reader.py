@@ -36,17 +36,21 @@ from argen.hashing import file_sha256
 from argen.judging.base import JudgeFailure
 from argen.judging.criteria import (
     CRITERIA_HEADS,
-    RESPONSE_MARK,
     CriterionHead,
     LayerProjection,
     content_score,
     grade,
     head_over,
+    hidden_states,
+    layouts_of,
+    pair_means,
     rubrics_by_prompt,
     rubrics_sha256,
+    span_means,
     with_criteria,
 )
 from argen.judging.cues import repeated_ngrams
+from argen.judging.pairs import encode, is_causal
 from argen.judging.propositions import PROPOSITIONS, QUALITIES
 from argen.models import resolve_model
 
@@ -64,7 +68,6 @@ OUTPUTS = (*PROPOSITIONS, "has_off_domain")
 """What the proposition head predicts: every proposition, and whether the prompt has an
 off-domain part at all (learned from every item, so the off-domain propositions can be
 weighed by it)."""
-MAX_LENGTH = 384
 LOOP = (0.1, 0.4)
 """Shares of repeated word 4-grams between which coherence and completeness fall from whole to
 nothing: a decoding loop the heads, trained on few such items, do not see (GRPO at 1.5B
@@ -151,21 +154,6 @@ def reader_over(encoder: Any) -> Reader:
     layer."""
     config = encoder.config
     return Reader(encoder, config.hidden_size, config.num_hidden_layers + 1)
-
-
-def encode(tokenizer, prompts: Sequence[str], responses: Sequence[str], device) -> dict:
-    """Prompt and response as one pair; the response is cut, never the prompt."""
-    if tokenizer.sep_token is None:
-        prompts = [p + RESPONSE_MARK for p in prompts]
-    batch = tokenizer(
-        list(prompts),
-        list(responses),
-        truncation="only_second",
-        max_length=MAX_LENGTH,
-        padding=True,
-        return_tensors="pt",
-    )
-    return {k: v.to(device) for k, v in batch.items()}
 
 
 def verify(folder: Path) -> dict:
@@ -259,13 +247,18 @@ Graded = tuple[Sequence[Criterion], np.ndarray] | None
 """A response's rubric criteria and the probability that it meets each, or None (no rubric)."""
 
 
+def rubrics_of(pairs: Sequence[tuple[str, str]]) -> list[tuple[Criterion, ...]]:
+    """Each pair's rubric: a bundled prompt's (`rubrics_by_prompt`), none for another."""
+    rubrics = rubrics_by_prompt()
+    return [rubrics.get(prompt, ()) for prompt, _ in pairs]
+
+
 def grade_rubrics(grader: LoadedGrader, pairs: Sequence[tuple[str, str]]) -> list[Graded]:
-    """Each pair's rubric (a bundled prompt's, `rubrics_by_prompt`) graded by the grader's
-    criterion head; None for a pair without a rubric or a grader without the head."""
+    """Each pair's rubric graded by the grader's criterion head in a pass of its own; None for
+    a pair without a rubric or a grader without the head."""
     if grader.criteria is None:
         return [None] * len(pairs)
-    rubrics = rubrics_by_prompt()
-    criteria = [rubrics.get(prompt, ()) for prompt, _ in pairs]
+    criteria = rubrics_of(pairs)
     rows = [(p, r, [c.text for c in cs]) for (p, r), cs in zip(pairs, criteria, strict=True)]
     met = grade(grader.model.encoder, grader.criteria, grader.tokenizer, rows)
     return [(cs, m) if cs else None for cs, m in zip(criteria, met, strict=True)]
@@ -275,14 +268,55 @@ def read_pairs(
     grader: LoadedGrader, pairs: Sequence[tuple[str, str]]
 ) -> tuple[list[dict[str, float]], np.ndarray, list[Graded]]:
     """What a grader reads in each pair: its outputs' probabilities (strengthened by the graded
-    rubric where the prompt has one), the quality probabilities and the graded rubric."""
-    props, quality = predict(grader.model, grader.tokenizer, pairs)
-    graded = grade_rubrics(grader, pairs)
+    rubric where the prompt has one), the quality probabilities and the graded rubric. A causal
+    backbone with a criterion head reads each pair and its rubric in one pass (`read_once`)."""
+    if grader.criteria is not None and is_causal(grader.tokenizer):
+        criteria = rubrics_of(pairs)
+        props, quality, met = read_once(grader, pairs, criteria)
+        graded: list[Graded] = [(c, m) if c else None for c, m in zip(criteria, met, strict=True)]
+    else:
+        props, quality = predict(grader.model, grader.tokenizer, pairs)
+        graded = grade_rubrics(grader, pairs)
     outputs = []
     for row, rubric in zip(props, graded, strict=True):
         p = dict(zip(OUTPUTS, map(float, row), strict=True))
         outputs.append(p if rubric is None else with_criteria(p, *rubric))
     return outputs, quality, graded
+
+
+@torch.inference_mode()
+def read_once(
+    grader: LoadedGrader,
+    pairs: Sequence[tuple[str, str]],
+    criteria: Sequence[Sequence[Criterion]],
+    batch_size: int = 32,
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """`predict` and the criterion head's probabilities (one array per pair, empty where it has
+    no criteria) from one forward pass of a causal backbone per batch: its criteria follow the
+    pair's tokens, whose states they cannot change, so the heads read what they read alone and
+    the rubric costs only its own tokens. Rows are batched by length."""
+    model, head = grader.model, grader.criteria
+    assert head is not None
+    rows = [(p, r, [c.text for c in cs]) for (p, r), cs in zip(pairs, criteria, strict=True)]
+    layouts = layouts_of(model.encoder, grader.tokenizer, rows)
+    props = np.zeros((len(rows), len(OUTPUTS)))
+    quality = np.zeros((len(rows), len(QUALITIES)))
+    met = [np.zeros(0) for _ in rows]
+    order = np.argsort([len(x.ids) for x in layouts], kind="stable")
+    for start in range(0, len(order), batch_size):
+        chunk = [int(i) for i in order[start : start + batch_size]]
+        batch = [layouts[i] for i in chunk]
+        stacked = hidden_states(model.encoder, grader.tokenizer, batch)
+        p, q = model.heads(pair_means(stacked, batch))
+        props[chunk] = torch.sigmoid(p.float()).cpu().numpy()
+        quality[chunk] = torch.softmax(q.float(), -1).cpu().numpy()
+        spans = span_means(stacked, batch)
+        probs = torch.sigmoid(head(spans).float()).cpu().numpy() if len(spans) else np.zeros(0)
+        at = 0
+        for i, x in zip(chunk, batch, strict=True):
+            met[i] = np.asarray(probs[at : at + len(x.spans)], dtype=float)
+            at += len(x.spans)
+    return props, quality, met
 
 
 @torch.inference_mode()

@@ -31,6 +31,7 @@ from argen.atomic import atomic_dir
 from argen.config import TrainConfig
 from argen.data.labels import LABELS, items_sha256, read_labels
 from argen.hashing import file_sha256
+from argen.judging.pairs import encode
 from argen.judging.propositions import QUALITIES
 from argen.judging.reader import (
     HEADS,
@@ -40,7 +41,6 @@ from argen.judging.reader import (
     PACKAGED,
     Reader,
     device,
-    encode,
     load_backbone,
     predict,
     reader_over,

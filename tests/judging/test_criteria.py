@@ -16,16 +16,25 @@ from argen.errors import ArgenError
 from argen.judging.criteria import (
     content_score,
     criterion_states,
+    head_over,
     layout,
     rubrics_by_prompt,
     with_criteria,
 )
+from argen.judging.pairs import MAX_LENGTH as PAIR_LENGTH
+from argen.judging.pairs import encode
 from argen.judging.reader import (
     OUTPUTS,
+    LoadedGrader,
     ReaderJudge,
     base_encoder_dir,
+    grade_rubrics,
     load_grader,
+    predict,
+    read_once,
     read_pairs,
+    reader_over,
+    rubrics_of,
     verify,
 )
 from argen.judging.scoring import judge_key
@@ -44,18 +53,64 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(base_encoder_dir())
 
 
-@pytest.mark.parametrize("family", ["encoder", "causal"])
-def test_each_span_holds_its_criterion_and_the_response_is_cut_first(family):
-    tok = minilm_tokenizer() if family == "encoder" else tiny_model("qwen2.5-0.5b")[1]
+def assert_spans_hold(tok, sequence, criteria) -> None:
+    for text, (a, b) in zip(criteria, sequence.spans, strict=True):
+        assert tok.decode(sequence.ids[a:b]).strip().lstrip("-").strip().lower() == text.lower()
+
+
+def test_an_encoder_layout_cuts_the_response_never_a_criterion():
+    tok = minilm_tokenizer()
     response = "Rest it and see. " * 200
     full = layout(tok, "My chest hurts.", response, CRITERIA, limit=160)
-    assert len(full.ids) == 160  # the response gave way to fit
-    for text, (a, b) in zip(CRITERIA, full.spans, strict=True):
-        assert tok.decode(full.ids[a:b]).strip().lstrip("-").strip().lower() == text.lower()
+    assert len(full.ids) == 160 and full.pair == 0  # the response gave way to fit
+    assert_spans_hold(tok, full, CRITERIA)
     short = layout(tok, "My chest hurts.", "Call 999.", CRITERIA, limit=160)
     assert len(short.ids) < 160 and len(short.types) == len(short.ids)
     with pytest.raises(ArgenError, match="shorten the rubric"):
         layout(tok, "My chest hurts.", response, CRITERIA * 4, limit=100)
+
+
+def test_a_causal_layout_starts_with_the_pair_as_the_heads_read_it():
+    """The criteria follow exactly the tokens `encode` gives the heads (the response cut at the
+    pair's length, not by the criteria), so one pass can serve both."""
+    tok = tiny_model("qwen2.5-0.5b")[1]
+    for response in ["Call 999.", "Rest it and see. " * 200]:
+        sequence = layout(tok, "My chest hurts.", response, CRITERIA, limit=4096)
+        pair = encode(tok, ["My chest hurts."], [response], "cpu")["input_ids"][0].tolist()
+        assert sequence.ids[: sequence.pair] == pair
+        assert_spans_hold(tok, sequence, CRITERIA)
+    assert len(pair) == PAIR_LENGTH
+    bare = layout(tok, "My chest hurts.", "Call 999.", [], limit=4096)
+    assert bare.spans == [] and len(bare.ids) == bare.pair
+    with pytest.raises(ArgenError, match="shorten the rubric"):
+        layout(tok, "My chest hurts.", response, CRITERIA, limit=PAIR_LENGTH + 10)
+
+
+def test_one_pass_reads_what_the_heads_and_the_criteria_read_apart():
+    """A causal grader with a criterion head reads each pair and its rubric in one forward
+    pass; the heads' and the criteria's probabilities are those of their passes apart, for
+    pairs with a rubric and without, in any batch."""
+    prompt, criteria = stroke_rubric()
+    pairs = [
+        (prompt, "Call 999 now: these are stroke signs."),
+        ("My knee aches after running, what helps?", "Rest, ice and a slower return. " * 40),
+        (prompt, "Let him sleep it off."),
+    ]
+    with one_thread():
+        torch.manual_seed(0)
+        model, tok = tiny_model("qwen2.5-0.5b")
+        grader = LoadedGrader(
+            reader_over(model.model).eval(), tok, {}, head_over(model.model).eval()
+        )
+        apart = predict(grader.model, tok, pairs), grade_rubrics(grader, pairs)
+        together = read_once(grader, pairs, rubrics_of(pairs), batch_size=2)
+    for mine, theirs in zip(together[:2], apart[0], strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-5)
+    assert apart[1][1] is None and len(together[2][1]) == 0
+    for met, graded in zip(together[2], apart[1], strict=True):
+        if graded is not None:
+            assert len(met) == len(criteria)
+            np.testing.assert_allclose(met, graded[1], atol=1e-5)
 
 
 def test_a_batch_pools_each_criterion_as_its_sequence_alone_does():
