@@ -20,9 +20,9 @@ from argen.judging.reader import (
     OUTPUTS,
     PACKAGED_AUDIT,
     ReaderJudge,
+    criteria_identity,
     load_grader,
     read_pairs,
-    rubric_identity,
     verify,
 )
 
@@ -56,7 +56,7 @@ class AuditGrader:
         return {
             "grader": self.name,
             "files_sha256": self.files_sha256,
-            **rubric_identity(verify(self.folder)["files"]),
+            **criteria_identity(verify(self.folder)),
             "threshold": self.threshold,
             "thresholds": dict(sorted(self.thresholds.items())),
         }

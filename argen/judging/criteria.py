@@ -12,7 +12,7 @@ criteria.
 """
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,15 +262,25 @@ def rubrics_by_prompt() -> Mapping[str, tuple[Criterion, ...]]:
     }
 
 
+STRENGTHEN_PRECISION = 0.8
+"""How often a proposition must hold, in items of prompts the head did not train on, when a
+criterion tagged with it is graded met, for the reward to let such criteria raise it: a tag
+whose criteria are vaguer than the proposition (or graded less surely) would add false
+positives (`argen.training.criteria.calibrated_tags`)."""
+
+
 def with_criteria(
-    p: Mapping[str, float], criteria: Sequence[Criterion], met: Sequence[float] | np.ndarray
+    p: Mapping[str, float],
+    criteria: Sequence[Criterion],
+    met: Sequence[float] | np.ndarray,
+    tags: Collection[str],
 ) -> dict[str, float]:
-    """Propositions strengthened by the rubric: a criterion tagged with a proposition says, when
-    met, that the proposition holds (a negative one, that the response commits the fault it
-    names), so the proposition's probability is at least the criterion's."""
+    """Propositions strengthened by the rubric: a criterion with one of `tags` says, when met,
+    that its proposition holds (a negative one, that the response commits the fault it names),
+    so the proposition's probability is at least the criterion's."""
     out = dict(p)
     for criterion, prob in zip(criteria, met, strict=True):
-        if criterion.tag in out:
+        if criterion.tag in out and criterion.tag in tags:
             out[criterion.tag] = max(out[criterion.tag], float(prob))
     return out
 

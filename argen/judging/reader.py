@@ -183,13 +183,14 @@ def verify(folder: Path) -> dict:
 @dataclass(frozen=True)
 class LoadedGrader:
     """A trained grader in memory: the reader (eval mode, on the GPU where there is one), its
-    tokenizer, its record, and its criterion head (`argen.judging.criteria`; None where it has
-    none)."""
+    tokenizer, its record, its criterion head (`argen.judging.criteria`; None where it has
+    none) and the propositions the head's graded criteria may raise (`with_criteria`)."""
 
     model: Reader
     tokenizer: Any
     meta: dict
     criteria: CriterionHead | None
+    strengthens: frozenset[str] = frozenset()
 
 
 def load_grader(folder: Path = PACKAGED) -> LoadedGrader:
@@ -198,9 +199,13 @@ def load_grader(folder: Path = PACKAGED) -> LoadedGrader:
 
 
 def files_key(meta: Mapping) -> str:
-    """A verified record's files and their SHA-256, as one string: what a loaded grader is
-    cached by (a grader retrained in place is loaded again)."""
-    return json.dumps(meta["files"], sort_keys=True)
+    """A verified record's files and their SHA-256, and the propositions its criteria raise, as
+    one string: what a loaded grader is cached by (a grader retrained in place is loaded
+    again)."""
+    return json.dumps(
+        {"files": meta["files"], "strengthens": meta.get("criteria", {}).get("strengthens")},
+        sort_keys=True,
+    )
 
 
 @functools.cache
@@ -216,8 +221,16 @@ def _load_grader(folder: Path, files: str) -> LoadedGrader:
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it") from exc
     if unexpected or any(not k.startswith("encoder.") for k in missing):
         raise ArgenError(f"{folder / HEADS} does not fit this code's reader; retrain it")
-    head = criterion_head(folder, encoder) if CRITERIA_HEADS in meta["files"] else None
-    return LoadedGrader(model.to(device()).eval(), tokenizer, meta, head)
+    if CRITERIA_HEADS not in meta["files"]:
+        return LoadedGrader(model.to(device()).eval(), tokenizer, meta, None)
+    head = criterion_head(folder, encoder)
+    strengthens = meta.get("criteria", {}).get("strengthens")
+    if not isinstance(strengthens, list):
+        raise ArgenError(
+            f"{folder / META} does not say which propositions its criteria raise (an older "
+            "criterion head); retrain it with `python -m argen.training.criteria`"
+        )
+    return LoadedGrader(model.to(device()).eval(), tokenizer, meta, head, frozenset(strengthens))
 
 
 def criterion_head(folder: Path, encoder) -> CriterionHead:
@@ -241,6 +254,14 @@ def rubric_identity(files: Collection[str]) -> dict:
     rubrics' SHA-256 where it has a criterion head (a rewritten rubric is another judge),
     nothing where it has none."""
     return {"rubrics_sha256": rubrics_sha256()} if CRITERIA_HEADS in files else {}
+
+
+def criteria_identity(meta: Mapping) -> dict:
+    """What of its criteria a verified grader's scores depend on: the rubrics
+    (`rubric_identity`) and the propositions the graded criteria raise."""
+    if CRITERIA_HEADS not in meta["files"]:
+        return {}
+    return rubric_identity(meta["files"]) | {"strengthens": meta["criteria"].get("strengthens")}
 
 
 Graded = tuple[Sequence[Criterion], np.ndarray] | None
@@ -280,7 +301,7 @@ def read_pairs(
     outputs = []
     for row, rubric in zip(props, graded, strict=True):
         p = dict(zip(OUTPUTS, map(float, row), strict=True))
-        outputs.append(p if rubric is None else with_criteria(p, *rubric))
+        outputs.append(p if rubric is None else with_criteria(p, *rubric, grader.strengthens))
     return outputs, quality, graded
 
 
@@ -409,7 +430,7 @@ class ReaderJudge:
     @property
     def identity(self) -> Mapping:
         files = self.meta["files"]
-        return {"backend": "reader", "files": files, **rubric_identity(files)}
+        return {"backend": "reader", "files": files, **criteria_identity(self.meta)}
 
     async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
         # the files were checked when this judge was made: no hashing on every reward step

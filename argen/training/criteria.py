@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ from argen.data.labels import LABELS, items_sha256, read_labels
 from argen.data.rubrics import RUBRICS, Criterion, read_rubrics
 from argen.judging.criteria import (
     CRITERIA_HEADS,
+    STRENGTHEN_PRECISION,
     CriterionHead,
     criterion_states,
     head_over,
@@ -49,6 +51,12 @@ from argen.training.grader import (
 )
 
 log = logging.getLogger(__name__)
+
+CALIBRATION_SHARE = 0.2
+"""The share of train prompts whose items grade a second head's criteria for `calibrated_tags`."""
+MIN_FIRED = 5
+"""Items a tag's criteria must fire on in the calibration prompts before it may raise its
+proposition."""
 
 
 def graded_items(labels: pd.DataFrame, rubrics: dict[str, list[Criterion]]) -> pd.DataFrame:
@@ -163,9 +171,87 @@ def probabilities(head: CriterionHead, features: torch.Tensor) -> np.ndarray:
     return torch.sigmoid(head(features.to(on)).float()).cpu().numpy()
 
 
-def figures(items: pd.DataFrame, met: np.ndarray, prob: np.ndarray, props: np.ndarray) -> dict:
+def fired_tags(items: pd.DataFrame, prob: np.ndarray) -> dict[str, np.ndarray]:
+    """For each tag of the items' criteria that is a proposition: whether each item has a
+    criterion with that tag graded met (`prob` in the order of `states_of`)."""
+    starts = np.cumsum([0] + [len(c) for c in items["criteria"]])
+    tags = sorted({c.tag for crit in items["criteria"] for c in crit} & set(OUTPUTS))
+    return {
+        tag: np.array(
+            [
+                any(c.tag == tag and m >= 0.5 for c, m in zip(crit, prob[a:b], strict=True))
+                for crit, a, b in zip(items["criteria"], starts[:-1], starts[1:], strict=True)
+            ],
+            dtype=bool,
+        )
+        for tag in tags
+    }
+
+
+def calibrated_tags(
+    features: torch.Tensor, items: pd.DataFrame, encoder, epochs: int, seed: int
+) -> dict:
+    """Which propositions the graded criteria may raise (`with_criteria`): a second head,
+    trained on the items of four fifths of the train prompts, grades the rest; a tag is kept
+    where the items its criteria fire on hold its proposition at least STRENGTHEN_PRECISION of
+    the time, over at least MIN_FIRED items. The record says how each tag fared."""
+    prompts = np.array(sorted(items["prompt"].unique()))
+    if len(prompts) < 2:
+        log.warning("one train prompt: no calibration, the criteria raise no proposition")
+        return {"calibration": None, "strengthens": []}
+    size = max(1, round(len(prompts) * CALIBRATION_SHARE))
+    fold = set(np.random.default_rng(seed).choice(prompts, size=size, replace=False))
+    inside = items["prompt"].isin(fold).to_numpy()
+    each = torch.from_numpy(np.repeat(inside, [len(c) for c in items["criteria"]]))
+    head = fit_head(features[~each], verdicts(items)[~each.numpy()], encoder, epochs, seed)
+    calibration = items[inside]
+    tags = {}
+    for tag, fires in fired_tags(calibration, probabilities(head, features[each])).items():
+        truth = calibration[tag].astype("float64").to_numpy()
+        known = fires & ~np.isnan(truth)
+        holds = int((truth[known] == 1).sum())
+        tags[tag] = {"fired": int(known.sum()), "holds": holds}
+    strengthens = sorted(
+        t
+        for t, f in tags.items()
+        if f["fired"] >= MIN_FIRED and f["holds"] >= STRENGTHEN_PRECISION * f["fired"]
+    )
+    log.info("calibration on %d prompts: the criteria raise %s", size, strengthens or "nothing")
+    record = {"prompts": size, "items": int(inside.sum()), "tags": tags}
+    return {"calibration": record, "strengthens": strengthens}
+
+
+def strengthened(
+    items: pd.DataFrame, prob: np.ndarray, props: np.ndarray, tags: Collection[str]
+) -> np.ndarray:
+    """The proposition heads' probabilities raised by the graded criteria with `tags`."""
+    starts = np.cumsum([0] + [len(c) for c in items["criteria"]])
+    return np.array(
+        [
+            [
+                with_criteria(
+                    dict(zip(OUTPUTS, map(float, row), strict=True)),
+                    crit,
+                    prob[starts[i] : starts[i + 1]],
+                    tags,
+                )[name]
+                for name in OUTPUTS
+            ]
+            for i, (row, crit) in enumerate(zip(props, items["criteria"], strict=True))
+        ]
+    ).reshape(len(items), len(OUTPUTS))
+
+
+def figures(
+    items: pd.DataFrame,
+    met: np.ndarray,
+    prob: np.ndarray,
+    props: np.ndarray,
+    strengthens: Collection[str],
+) -> dict:
     """Held-out figures: "met" F1 overall, by sign and by tag; each proposition's F1 from the
-    proposition heads alone and strengthened by the graded criteria (`with_criteria`)."""
+    proposition heads alone, raised by every tag's graded criteria, and as the reward reads it
+    (raised by the tags of `strengthens` only)."""
     criteria = [c for crit in items["criteria"] for c in crit]
     sign = np.array(["positive" if c.points > 0 else "negative" for c in criteria])
     tags = np.array([c.tag for c in criteria])
@@ -174,29 +260,17 @@ def figures(items: pd.DataFrame, met: np.ndarray, prob: np.ndarray, props: np.nd
     for name in ("positive", "negative"):
         met_figures[name] = f1_interval(met[sign == name], guess[sign == name])
     by_tag = {t: f1_interval(met[tags == t], guess[tags == t]) for t in sorted(set(tags))}
-    starts = np.cumsum([0] + [len(c) for c in items["criteria"]])
-    strengthened = np.array(
-        [
-            [
-                with_criteria(
-                    dict(zip(OUTPUTS, map(float, row), strict=True)),
-                    crit,
-                    prob[starts[i] : starts[i + 1]],
-                )[name]
-                for name in OUTPUTS
-            ]
-            for i, (row, crit) in enumerate(zip(props, items["criteria"], strict=True))
-        ]
-    )
+    every = strengthened(items, prob, props, OUTPUTS)
+    chosen = strengthened(items, prob, props, strengthens)
     propositions = {}
     for k, name in enumerate(OUTPUTS[:-1]):
         truth = items[name].astype("float64").to_numpy()
         applies = ~np.isnan(truth)
+        known = truth[applies].astype(bool)
         propositions[name] = {
-            "heads": f1_interval(truth[applies].astype(bool), props[applies, k] >= 0.5),
-            "with_criteria": f1_interval(
-                truth[applies].astype(bool), strengthened[applies, k] >= 0.5
-            ),
+            "heads": f1_interval(known, props[applies, k] >= 0.5),
+            "with_criteria": f1_interval(known, every[applies, k] >= 0.5),
+            "reward": f1_interval(known, chosen[applies, k] >= 0.5),
         }
     return {
         "items": len(items),
@@ -251,19 +325,21 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def held_out_record(model, tokenizer, head: CriterionHead, held: pd.DataFrame, origins) -> dict:
+def held_out_record(
+    model, tokenizer, head: CriterionHead, held: pd.DataFrame, origins, strengthens
+) -> dict:
     """The head's held-out figures (`figures`) on every graded held-out item and, with
     `origins`, on those whose origin starts with one of them."""
     pairs = list(zip(held["prompt"], held["response"], strict=True))
     props, _ = predict(model, tokenizer, pairs)
     prob = probabilities(head, states_of(model.encoder, tokenizer, held))
-    record = {"held_out": figures(held, verdicts(held), prob, props)}
+    record = {"held_out": figures(held, verdicts(held), prob, props, strengthens)}
     if origins:
         chosen = held["origin"].str.startswith(tuple(origins)).to_numpy()
         each = np.repeat(chosen, [len(c) for c in held["criteria"]])
         record["held_out_origins"] = {
             "origins": origins,
-            **figures(held[chosen], verdicts(held)[each], prob[each], props[chosen]),
+            **figures(held[chosen], verdicts(held)[each], prob[each], props[chosen], strengthens),
         }
     return record
 
@@ -282,16 +358,14 @@ def main(argv: list[str] | None = None) -> int:
         settings |= {"epochs": epochs, "lora": LORA}
         figures_all = measure(model, tokenizer, held_all) if len(held_all) else {}
         save(model, train_all, figures_all, args.grader, settings, args.backbone)
+        features = states_of(model.encoder, tokenizer, train)
     else:
         epochs = args.epochs or 400
         model, tokenizer, _ = load_reader(args.grader)
-        head = fit_head(
-            states_of(model.encoder, tokenizer, train),
-            verdicts(train),
-            model.encoder,
-            epochs,
-            args.seed,
-        )
+        features = states_of(model.encoder, tokenizer, train)
+        head = fit_head(features, verdicts(train), model.encoder, epochs, args.seed)
+    head_epochs = 400 if args.backbone else epochs
+    calibrated = calibrated_tags(features, train, model.encoder, head_epochs, args.seed)
     record: dict = {
         "trained_on": {
             "items": len(train),
@@ -299,9 +373,11 @@ def main(argv: list[str] | None = None) -> int:
             "labels_sha256": items_sha256(train),
         },
         "settings": {"epochs": epochs, "seed": args.seed, "joint": bool(args.backbone)},
+        **calibrated,
     }
     if len(held):
-        record |= held_out_record(model, tokenizer, head, held, args.held_out_origin)
+        strengthens = calibrated["strengthens"]
+        record |= held_out_record(model, tokenizer, head, held, args.held_out_origin, strengthens)
     save_head(args.grader, head, record)
     log.info(
         "criterion head -> %s; held out: %s",

@@ -366,7 +366,8 @@ def card(meta: dict) -> str:
 
 def criteria_card(record: dict | None) -> list[str]:
     """The card's section on the criterion head (`argen.training.criteria`), where there is one:
-    "met" F1 per sign, and each proposition's F1 from the heads alone and with the criteria."""
+    "met" F1 per sign, the propositions its criteria raise, and each proposition's F1 from the
+    heads alone, raised by every tag's criteria, and as the reward reads it."""
     if not record or "held_out" not in record:
         return []
     held = record["held_out"]
@@ -374,7 +375,8 @@ def criteria_card(record: dict | None) -> list[str]:
         f"{name} {f['f1']:.2f} ({f['positives']} of {f['n']})" for name, f in held["met"].items()
     ]
     rows = [
-        f"| {name} | {f['heads']['f1']:.2f} | {f['with_criteria']['f1']:.2f} |"
+        f"| {name} | {f['heads']['f1']:.2f} | {f['with_criteria']['f1']:.2f} | "
+        f"{f['reward']['f1']:.2f} |"
         for name, f in held["propositions"].items()
     ]
     return [
@@ -383,10 +385,11 @@ def criteria_card(record: dict | None) -> list[str]:
         "Grades each criterion of a bundled prompt's rubric (`data/rubrics/`) against the",
         f"response (`argen/judging/criteria.py`); trained on {record['trained_on']['criteria']}",
         f"verdicts. Held out ({held['criteria']} criteria of {held['items']} items), F1 of",
-        f'"met": {"; ".join(met)}.',
+        f'"met": {"; ".join(met)}. The criteria raise {", ".join(record["strengthens"]) or "no"}',
+        "proposition (calibrated on a fifth of the train prompts, `calibrated_tags`).",
         "",
-        "| proposition | F1, heads | F1, with the criteria |",
-        "| --- | ---: | ---: |",
+        "| proposition | F1, heads | F1, every tag's criteria | F1, the reward |",
+        "| --- | ---: | ---: | ---: |",
         *rows,
         "",
     ]
