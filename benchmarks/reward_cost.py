@@ -58,7 +58,7 @@ def fresh_grader(backbone: str, folder: Path) -> Path:
     encoder, _ = load_backbone(backbone, device())
     empty = pd.DataFrame({"item": [], "prompt": []})
     save(reader_over(encoder), empty, {}, folder, {"encoder": "untrained heads"}, backbone)
-    save_head(folder, head_over(encoder), {"trained_on": {"criteria": 0}})
+    save_head(folder, head_over(encoder), {"trained_on": {"criteria": 0}, "strengthens": []})
     return folder
 
 

@@ -262,13 +262,6 @@ def rubrics_by_prompt() -> Mapping[str, tuple[Criterion, ...]]:
     }
 
 
-STRENGTHEN_PRECISION = 0.8
-"""How often a proposition must hold, in items of prompts the head did not train on, when a
-criterion tagged with it is graded met, for the reward to let such criteria raise it: a tag
-whose criteria are vaguer than the proposition (or graded less surely) would add false
-positives (`argen.training.criteria.calibrated_tags`)."""
-
-
 def with_criteria(
     p: Mapping[str, float],
     criteria: Sequence[Criterion],
@@ -277,7 +270,9 @@ def with_criteria(
 ) -> dict[str, float]:
     """Propositions strengthened by the rubric: a criterion with one of `tags` says, when met,
     that its proposition holds (a negative one, that the response commits the fault it names),
-    so the proposition's probability is at least the criterion's."""
+    so the proposition's probability is at least the criterion's. The tags are the grader's own,
+    those whose criteria raised F1 on prompts its heads never saw
+    (`argen.training.criteria.calibrated_tags`)."""
     out = dict(p)
     for criterion, prob in zip(criteria, met, strict=True):
         if criterion.tag in out and criterion.tag in tags:

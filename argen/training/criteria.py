@@ -31,7 +31,6 @@ from argen.data.labels import LABELS, items_sha256, read_labels
 from argen.data.rubrics import RUBRICS, Criterion, read_rubrics
 from argen.judging.criteria import (
     CRITERIA_HEADS,
-    STRENGTHEN_PRECISION,
     CriterionHead,
     criterion_states,
     head_over,
@@ -39,24 +38,34 @@ from argen.judging.criteria import (
     pooled_spans,
     with_criteria,
 )
-from argen.judging.reader import META, OUTPUTS, PACKAGED, load_reader, predict, verify
+from argen.judging.reader import (
+    META,
+    OUTPUTS,
+    PACKAGED,
+    Reader,
+    load_reader,
+    predict,
+    reader_over,
+    verify,
+)
 from argen.training.grader import (
+    HEAD_EPOCHS,
     LORA,
     f1_interval,
     fit,
     held_out_split,
     measure,
+    pooled_features,
     save,
+    train_heads,
     write_record,
 )
 
 log = logging.getLogger(__name__)
 
-CALIBRATION_SHARE = 0.2
-"""The share of train prompts whose items grade a second head's criteria for `calibrated_tags`."""
-MIN_FIRED = 5
-"""Items a tag's criteria must fire on in the calibration prompts before it may raise its
-proposition."""
+FOLDS = 5
+"""Folds of the train prompts for `out_of_fold`: each fold's items are read by heads trained on
+the others."""
 
 
 def graded_items(labels: pd.DataFrame, rubrics: dict[str, list[Criterion]]) -> pd.DataFrame:
@@ -171,54 +180,74 @@ def probabilities(head: CriterionHead, features: torch.Tensor) -> np.ndarray:
     return torch.sigmoid(head(features.to(on)).float()).cpu().numpy()
 
 
-def fired_tags(items: pd.DataFrame, prob: np.ndarray) -> dict[str, np.ndarray]:
-    """For each tag of the items' criteria that is a proposition: whether each item has a
-    criterion with that tag graded met (`prob` in the order of `states_of`)."""
-    starts = np.cumsum([0] + [len(c) for c in items["criteria"]])
-    tags = sorted({c.tag for crit in items["criteria"] for c in crit} & set(OUTPUTS))
+def prompt_folds(prompts: pd.Series, seed: int) -> np.ndarray:
+    """Each row's fold (0 to FOLDS - 1), the same for every row of a prompt."""
+    unique = np.array(sorted(prompts.unique()))
+    shuffled = np.random.default_rng(seed).permutation(unique)
+    fold = {prompt: i % FOLDS for i, prompt in enumerate(shuffled)}
+    return prompts.map(fold).to_numpy()
+
+
+def out_of_fold(
+    model: Reader,
+    tokenizer,
+    train_all: pd.DataFrame,
+    graded: pd.DataFrame,
+    features: torch.Tensor,
+    epochs: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The proposition heads' and the criterion head's probabilities for every graded train
+    item (`features` its criteria's states), each from heads trained, over the grader's
+    backbone, on the items of the other folds' prompts: what the reward's heads would say of a
+    prompt they never saw."""
+    on = model.center.device
+    pairs = pooled_features(model, tokenizer, train_all).to(on)
+    row = pd.Series(np.arange(len(train_all)), index=train_all["item"])[graded["item"]].to_numpy()
+    fold_all = prompt_folds(train_all["prompt"], seed)
+    fold = fold_all[row]
+    fold_criteria = np.repeat(fold, [len(c) for c in graded["criteria"]])
+    met = verdicts(graded)
+    props = np.zeros((len(graded), len(OUTPUTS)))
+    prob = np.zeros(len(met))
+    for k in range(FOLDS):
+        if not (fold == k).any() or (fold_all != k).sum() == 0:
+            continue
+        torch.manual_seed(seed + k)
+        heads = reader_over(model.encoder).to(on)
+        rest = fold_all != k
+        train_heads(heads, pairs[torch.from_numpy(rest)], train_all[rest], HEAD_EPOCHS)
+        with torch.inference_mode():
+            logits, _ = heads.heads(pairs[torch.from_numpy(row[fold == k])])
+        props[fold == k] = torch.sigmoid(logits.float()).cpu().numpy()
+        inside = torch.from_numpy(fold_criteria == k)
+        head = fit_head(features[~inside], met[fold_criteria != k], model.encoder, epochs, seed)
+        prob[fold_criteria == k] = probabilities(head, features[inside])
+    return props, prob
+
+
+def calibrated_tags(graded: pd.DataFrame, props: np.ndarray, prob: np.ndarray) -> dict:
+    """Which propositions the graded criteria may raise (`with_criteria`): those whose F1 over
+    the graded train items, read out of fold (`out_of_fold`), is higher raised by their tag's
+    criteria than from the heads alone. The record gives both F1s of every tag."""
+    tags = sorted({c.tag for crit in graded["criteria"] for c in crit} & set(OUTPUTS[:-1]))
+    record = {}
+    for tag in tags:
+        k = OUTPUTS.index(tag)
+        truth = graded[tag].astype("float64").to_numpy()
+        applies = ~np.isnan(truth)
+        known = truth[applies].astype(bool)
+        raised = strengthened(graded, prob, props, [tag])[applies, k]
+        record[tag] = {
+            "heads": f1_interval(known, props[applies, k] >= 0.5),
+            "with_criteria": f1_interval(known, raised >= 0.5),
+        }
+    strengthens = [t for t, f in record.items() if f["with_criteria"]["f1"] > f["heads"]["f1"]]
+    log.info("out of fold, the criteria raise F1 of: %s", ", ".join(strengthens) or "nothing")
     return {
-        tag: np.array(
-            [
-                any(c.tag == tag and m >= 0.5 for c, m in zip(crit, prob[a:b], strict=True))
-                for crit, a, b in zip(items["criteria"], starts[:-1], starts[1:], strict=True)
-            ],
-            dtype=bool,
-        )
-        for tag in tags
+        "calibration": {"folds": FOLDS, "items": len(graded), "tags": record},
+        "strengthens": strengthens,
     }
-
-
-def calibrated_tags(
-    features: torch.Tensor, items: pd.DataFrame, encoder, epochs: int, seed: int
-) -> dict:
-    """Which propositions the graded criteria may raise (`with_criteria`): a second head,
-    trained on the items of four fifths of the train prompts, grades the rest; a tag is kept
-    where the items its criteria fire on hold its proposition at least STRENGTHEN_PRECISION of
-    the time, over at least MIN_FIRED items. The record says how each tag fared."""
-    prompts = np.array(sorted(items["prompt"].unique()))
-    if len(prompts) < 2:
-        log.warning("one train prompt: no calibration, the criteria raise no proposition")
-        return {"calibration": None, "strengthens": []}
-    size = max(1, round(len(prompts) * CALIBRATION_SHARE))
-    fold = set(np.random.default_rng(seed).choice(prompts, size=size, replace=False))
-    inside = items["prompt"].isin(fold).to_numpy()
-    each = torch.from_numpy(np.repeat(inside, [len(c) for c in items["criteria"]]))
-    head = fit_head(features[~each], verdicts(items)[~each.numpy()], encoder, epochs, seed)
-    calibration = items[inside]
-    tags = {}
-    for tag, fires in fired_tags(calibration, probabilities(head, features[each])).items():
-        truth = calibration[tag].astype("float64").to_numpy()
-        known = fires & ~np.isnan(truth)
-        holds = int((truth[known] == 1).sum())
-        tags[tag] = {"fired": int(known.sum()), "holds": holds}
-    strengthens = sorted(
-        t
-        for t, f in tags.items()
-        if f["fired"] >= MIN_FIRED and f["holds"] >= STRENGTHEN_PRECISION * f["fired"]
-    )
-    log.info("calibration on %d prompts: the criteria raise %s", size, strengthens or "nothing")
-    record = {"prompts": size, "items": int(inside.sum()), "tags": tags}
-    return {"calibration": record, "strengthens": strengthens}
 
 
 def strengthened(
@@ -365,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         features = states_of(model.encoder, tokenizer, train)
         head = fit_head(features, verdicts(train), model.encoder, epochs, args.seed)
     head_epochs = 400 if args.backbone else epochs
-    calibrated = calibrated_tags(features, train, model.encoder, head_epochs, args.seed)
+    props, prob = out_of_fold(model, tokenizer, train_all, train, features, head_epochs, args.seed)
+    calibrated = calibrated_tags(train, props, prob)
     record: dict = {
         "trained_on": {
             "items": len(train),

@@ -49,6 +49,9 @@ from argen.training.divergence import NonFiniteGuard
 
 log = logging.getLogger(__name__)
 
+HEAD_EPOCHS = 600
+"""Full-batch epochs of the heads over a backbone as packaged (`fit_heads`)."""
+
 LORA: dict = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.1, "target_modules": "all-linear"}
 """The adapter of a tuned backbone: every linear layer, whatever the architecture names it."""
 
@@ -179,15 +182,21 @@ def standardise(model: Reader, features: torch.Tensor) -> None:
 
 
 def fit_heads(
-    frame: pd.DataFrame, backbone: str = MINILM, epochs: int = 600, seed: int = 0
+    frame: pd.DataFrame, backbone: str = MINILM, epochs: int = HEAD_EPOCHS, seed: int = 0
 ) -> tuple:
     """A reader whose backbone stays as packaged and whose heads learn from its pooled states:
     what a CPU can afford (one forward pass per item); `fit` also tunes the backbone."""
     torch.manual_seed(seed)
     model, tokenizer = new_reader(backbone, tuned=False)
     model.eval()
-    on = device()
-    features = pooled_features(model, tokenizer, frame).to(on)
+    features = pooled_features(model, tokenizer, frame).to(device())
+    return train_heads(model, features, frame, epochs), tokenizer
+
+
+def train_heads(model: Reader, features: torch.Tensor, frame: pd.DataFrame, epochs: int) -> Reader:
+    """`model`'s heads trained full-batch on the items' pooled states (`pooled_features`, on the
+    heads' device), standardised by them; the backbone is not touched."""
+    on = features.device
     standardise(model, features)
     y, q = targets(frame)
     mask = torch.tensor(~np.isnan(y), dtype=torch.float32, device=on)
@@ -213,7 +222,7 @@ def fit_heads(
                 log.info(
                     "grader heads, epoch %d/%d: loss %.4f", epoch + 1, epochs, float(loss.detach())
                 )
-    return model.eval(), tokenizer
+    return model.eval()
 
 
 def f1_interval(truth: np.ndarray, guess: np.ndarray, seed: int = 0, resamples: int = 1000) -> dict:
