@@ -10,8 +10,10 @@ its prompt and response. The second trains a new grader whose LoRA adapter learn
 propositions and the criteria together (a GPU's work). Items of train-split prompts train,
 items of validation-split prompts measure: F1 of "met" overall, for positive and negative
 criteria and per tag, and each proposition's F1 from the proposition heads alone against the
-same heads strengthened by the graded criteria. The head and its figures are written into the
-grader's folder, whose record (`reader.json`) is rewritten with every file's SHA-256.
+same heads strengthened by the graded criteria. Which propositions the criteria may raise is
+fitted on the train prompts alone, read out of fold (`calibrated_tags`). The head and its
+figures are written into the grader's folder, whose record (`reader.json`) is rewritten with
+every file's SHA-256.
 """
 
 import argparse
@@ -63,6 +65,8 @@ from argen.training.grader import (
 
 log = logging.getLogger(__name__)
 
+CRITERION_EPOCHS = 400
+"""Full-batch epochs of a criterion head over a backbone's states (`fit_head`)."""
 FOLDS = 5
 """Folds of the train prompts for `out_of_fold`: each fold's items are read by heads trained on
 the others."""
@@ -94,7 +98,7 @@ def verdicts(items: pd.DataFrame) -> np.ndarray:
 
 
 def fit_head(
-    features: torch.Tensor, met: np.ndarray, encoder, epochs: int = 400, seed: int = 0
+    features: torch.Tensor, met: np.ndarray, encoder, epochs: int = CRITERION_EPOCHS, seed: int = 0
 ) -> CriterionHead:
     """A criterion head trained full-batch on pooled states (positives weighted up to the
     negatives' count, at most 10x)."""
@@ -196,11 +200,13 @@ def out_of_fold(
     features: torch.Tensor,
     epochs: int,
     seed: int,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The proposition heads' and the criterion head's probabilities for every graded train
     item (`features` its criteria's states), each from heads trained, over the grader's
     backbone, on the items of the other folds' prompts: what the reward's heads would say of a
-    prompt they never saw."""
+    prompt they never saw. None where the train items have fewer prompts than folds."""
+    if train_all["prompt"].nunique() < FOLDS:
+        return None
     on = model.center.device
     pairs = pooled_features(model, tokenizer, train_all).to(on)
     row = pd.Series(np.arange(len(train_all)), index=train_all["item"])[graded["item"]].to_numpy()
@@ -211,14 +217,12 @@ def out_of_fold(
     props = np.zeros((len(graded), len(OUTPUTS)))
     prob = np.zeros(len(met))
     for k in range(FOLDS):
-        if not (fold == k).any() or (fold_all != k).sum() == 0:
-            continue
         torch.manual_seed(seed + k)
-        heads = reader_over(model.encoder).to(on)
+        reader = reader_over(model.encoder).to(on)
         rest = fold_all != k
-        train_heads(heads, pairs[torch.from_numpy(rest)], train_all[rest], HEAD_EPOCHS)
+        train_heads(reader, pairs[torch.from_numpy(rest)], train_all[rest], HEAD_EPOCHS)
         with torch.inference_mode():
-            logits, _ = heads.heads(pairs[torch.from_numpy(row[fold == k])])
+            logits, _ = reader.heads(pairs[torch.from_numpy(row[fold == k])])
         props[fold == k] = torch.sigmoid(logits.float()).cpu().numpy()
         inside = torch.from_numpy(fold_criteria == k)
         head = fit_head(features[~inside], met[fold_criteria != k], model.encoder, epochs, seed)
@@ -226,10 +230,17 @@ def out_of_fold(
     return props, prob
 
 
-def calibrated_tags(graded: pd.DataFrame, props: np.ndarray, prob: np.ndarray) -> dict:
+def calibrated_tags(graded: pd.DataFrame, read: tuple[np.ndarray, np.ndarray] | None) -> dict:
     """Which propositions the graded criteria may raise (`with_criteria`): those whose F1 over
-    the graded train items, read out of fold (`out_of_fold`), is higher raised by their tag's
-    criteria than from the heads alone. The record gives both F1s of every tag."""
+    the graded train items, read out of fold (`out_of_fold`: the heads' and the criteria's
+    probabilities), is higher raised by their tag's criteria than from the heads alone. The
+    record gives both F1s of every tag; with too few train prompts to fold, none is raised."""
+    if read is None:
+        log.warning(
+            "fewer than %d train prompts: no calibration, the criteria raise nothing", FOLDS
+        )
+        return {"calibration": None, "strengthens": []}
+    props, prob = read
     tags = sorted({c.tag for crit in graded["criteria"] for c in crit} & set(OUTPUTS[:-1]))
     record = {}
     for tag in tags:
@@ -348,7 +359,9 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         help="also measure on the held-out items whose origin starts with this (repeatable)",
     )
     parser.add_argument(
-        "--epochs", type=int, help="epochs of the head (default 400) or of --backbone (2)"
+        "--epochs",
+        type=int,
+        help=f"epochs of the head (default {CRITERION_EPOCHS}) or of --backbone (2)",
     )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
@@ -389,13 +402,14 @@ def main(argv: list[str] | None = None) -> int:
         save(model, train_all, figures_all, args.grader, settings, args.backbone)
         features = states_of(model.encoder, tokenizer, train)
     else:
-        epochs = args.epochs or 400
+        epochs = args.epochs or CRITERION_EPOCHS
         model, tokenizer, _ = load_reader(args.grader)
         features = states_of(model.encoder, tokenizer, train)
         head = fit_head(features, verdicts(train), model.encoder, epochs, args.seed)
-    head_epochs = 400 if args.backbone else epochs
-    props, prob = out_of_fold(model, tokenizer, train_all, train, features, head_epochs, args.seed)
-    calibrated = calibrated_tags(train, props, prob)
+    head_epochs = CRITERION_EPOCHS if args.backbone else epochs
+    calibrated = calibrated_tags(
+        train, out_of_fold(model, tokenizer, train_all, train, features, head_epochs, args.seed)
+    )
     record: dict = {
         "trained_on": {
             "items": len(train),

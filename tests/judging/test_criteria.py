@@ -181,7 +181,7 @@ def test_calibration_keeps_the_tags_whose_criteria_raise_f1_out_of_fold():
     prob = np.zeros((n, 2))
     prob[5:10, 0] = 0.9
     prob[10:20, 1] = 0.9
-    record = training.calibrated_tags(graded, props, prob.ravel())
+    record = training.calibrated_tags(graded, (props, prob.ravel()))
     assert record["strengthens"] == ["dangerous_instruction"]
     tags = record["calibration"]["tags"]
     assert tags["dangerous_instruction"]["with_criteria"]["f1"] == pytest.approx(1.0)
@@ -315,5 +315,7 @@ def test_a_grader_learns_propositions_and_criteria_together(tmp_path):
         assert meta["settings"]["encoder"] == "tuned (LoRA) with the criteria"
         held = meta["criteria"]["held_out"]
         assert held["items"] == 4 and held["criteria"] == 4 * len(criteria)
+        # one train prompt cannot be folded: nothing calibrated, so the criteria raise nothing
+        assert meta["criteria"]["calibration"] is None and meta["criteria"]["strengthens"] == []
         _, _, graded = read_pairs(load_grader(out), [(prompt, "Call 999 now.")])
     assert len(graded[0][1]) == len(criteria)
