@@ -21,7 +21,7 @@ from argen.judging.reader import (
     PACKAGED_AUDIT,
     ReaderJudge,
     criteria_identity,
-    load_grader,
+    loaded,
     read_pairs,
     verify,
 )
@@ -38,6 +38,8 @@ class AuditGrader:
     threshold: float = 0.5
     thresholds: Mapping[str, float] = field(default_factory=dict)
     trained_on: str | None = None  # its labels' identity (`argen.data.labels.items_sha256`)
+    meta: Mapping = field(default_factory=dict, repr=False, compare=False)
+    """The record `from_config` verified: its files are not hashed again on each use."""
 
     @classmethod
     def from_config(cls, config: AuditConfig) -> Self:
@@ -47,7 +49,13 @@ class AuditGrader:
         files = json_sha256(meta["files"])
         trained_on = meta.get("trained_on", {}).get("labels_sha256")
         return cls(
-            folder, meta["name"], files, config.threshold, dict(config.thresholds), trained_on
+            folder,
+            meta["name"],
+            files,
+            config.threshold,
+            dict(config.thresholds),
+            trained_on,
+            meta,
         )
 
     @property
@@ -56,7 +64,7 @@ class AuditGrader:
         return {
             "grader": self.name,
             "files_sha256": self.files_sha256,
-            **criteria_identity(verify(self.folder)),
+            **criteria_identity(self.meta),
             "threshold": self.threshold,
             "thresholds": dict(sorted(self.thresholds.items())),
         }
@@ -74,7 +82,7 @@ class AuditGrader:
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, outputs) probabilities, one row per (prompt, response) pair (strengthened by the
         prompt's graded rubric where the grader has a criterion head)."""
-        outputs, _, _ = read_pairs(load_grader(self.folder), list(pairs))
+        outputs, _, _ = read_pairs(loaded(self.folder, self.meta), list(pairs))
         return np.array([[p[name] for name in OUTPUTS] for p in outputs]).reshape(-1, len(OUTPUTS))
 
     def columns(self, prompts: Sequence[str], responses: Sequence[str]) -> pd.DataFrame:

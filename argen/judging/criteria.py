@@ -70,13 +70,13 @@ def layout(
     tail += [_tokens(tokenizer, ITEM + text) for text in criteria]
     if is_causal(tokenizer):
         head = pair_ids(tokenizer, prompt, response)
-        if len(head) + sum(map(len, tail)) > limit:
+        length = len(head) + sum(map(len, tail))
+        if length > limit:
             raise ArgenError(
-                f"a pair and its {len(criteria)} rubric criteria take "
-                f"{len(head) + sum(map(len, tail))} tokens, over the backbone's {limit} "
-                "positions; shorten the rubric (or the prompt)"
+                f"a pair and its {len(criteria)} rubric criteria take {length} tokens, over the "
+                f"backbone's {limit} positions; shorten the rubric (or the prompt)"
             )
-        return _joined(head, tail, [], [0] * (len(head) + sum(map(len, tail))), len(head))
+        return _joined(head, tail, [], [0] * length, len(head))
     head = [tokenizer.cls_token_id, *_tokens(tokenizer, prompt), tokenizer.sep_token_id]
     close = [tokenizer.sep_token_id]
     fixed = len(head) + sum(map(len, tail)) + len(close) + 1

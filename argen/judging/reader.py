@@ -195,17 +195,26 @@ class LoadedGrader:
 
 def load_grader(folder: Path = PACKAGED) -> LoadedGrader:
     """A trained grader, its files checked; loaded once for each content of its folder."""
-    return _load_grader(folder, files_key(verify(folder)))
+    return loaded(folder, verify(folder))
+
+
+def loaded(folder: Path, meta: Mapping) -> LoadedGrader:
+    """The grader of `folder` whose record `meta` was verified already (`verify`), so that a
+    judge calling it on every reward step does not hash its files again."""
+    return _load_grader(folder, files_key(meta))
+
+
+def strengthens_of(meta: Mapping) -> list[str] | None:
+    """The propositions a grader's graded criteria may raise, as its record says (None where
+    it says nothing: no criterion head, or an older one)."""
+    return meta.get("criteria", {}).get("strengthens")
 
 
 def files_key(meta: Mapping) -> str:
     """A verified record's files and their SHA-256, and the propositions its criteria raise, as
     one string: what a loaded grader is cached by (a grader retrained in place is loaded
     again)."""
-    return json.dumps(
-        {"files": meta["files"], "strengthens": meta.get("criteria", {}).get("strengthens")},
-        sort_keys=True,
-    )
+    return json.dumps({"files": meta["files"], "strengthens": strengthens_of(meta)}, sort_keys=True)
 
 
 @functools.cache
@@ -224,7 +233,7 @@ def _load_grader(folder: Path, files: str) -> LoadedGrader:
     if CRITERIA_HEADS not in meta["files"]:
         return LoadedGrader(model.to(device()).eval(), tokenizer, meta, None)
     head = criterion_head(folder, encoder)
-    strengthens = meta.get("criteria", {}).get("strengthens")
+    strengthens = strengthens_of(meta)
     if not isinstance(strengthens, list):
         raise ArgenError(
             f"{folder / META} does not say which propositions its criteria raise (an older "
@@ -261,7 +270,7 @@ def criteria_identity(meta: Mapping) -> dict:
     (`rubric_identity`) and the propositions the graded criteria raise."""
     if CRITERIA_HEADS not in meta["files"]:
         return {}
-    return rubric_identity(meta["files"]) | {"strengthens": meta["criteria"].get("strengthens")}
+    return rubric_identity(meta["files"]) | {"strengthens": strengthens_of(meta)}
 
 
 Graded = tuple[Sequence[Criterion], np.ndarray] | None
@@ -433,8 +442,7 @@ class ReaderJudge:
         return {"backend": "reader", "files": files, **criteria_identity(self.meta)}
 
     async def judge_many(self, pairs: Sequence[tuple[str, str]]) -> list[Mapping | JudgeFailure]:
-        # the files were checked when this judge was made: no hashing on every reward step
-        grader = _load_grader(self.folder, files_key(self.meta))
+        grader = loaded(self.folder, self.meta)  # its files were checked when it was made
         props, quality, graded = await asyncio.to_thread(read_pairs, grader, list(pairs))
         return [
             raw_fields(p, q, loop_factor(response), None if g is None else content_score(*g))
