@@ -217,11 +217,16 @@ def files_key(meta: Mapping) -> str:
     return json.dumps({"files": meta["files"], "strengthens": strengthens_of(meta)}, sort_keys=True)
 
 
+def tuned_backbone(folder: Path) -> bool:
+    """Whether the grader of `folder` tuned its backbone (a LoRA adapter beside its heads)."""
+    return (folder / "adapter_config.json").is_file()
+
+
 @functools.cache
 def _load_grader(folder: Path, files: str) -> LoadedGrader:
     meta = verify(folder)
     encoder, tokenizer = load_backbone(meta["backbone"], device())
-    if (folder / "adapter_config.json").is_file():
+    if tuned_backbone(folder):
         encoder = PeftModel.from_pretrained(encoder, folder).merge_and_unload()
     model = reader_over(encoder)
     try:

@@ -11,7 +11,8 @@ propositions and the criteria together (a GPU's work). Items of train-split prom
 items of validation-split prompts measure: F1 of "met" overall, for positive and negative
 criteria and per tag, and each proposition's F1 from the proposition heads alone against the
 same heads strengthened by the graded criteria. Which propositions the criteria may raise is
-fitted on the train prompts alone, read out of fold (`calibrated_tags`). The head and its
+fitted on the train prompts alone, read out of fold (`calibrated_tags`); a grader whose
+backbone was tuned on them has no unseen fold, and its criteria raise nothing. The head and its
 figures are written into the grader's folder, whose record (`reader.json`) is rewritten with
 every file's SHA-256.
 """
@@ -48,6 +49,7 @@ from argen.judging.reader import (
     load_reader,
     predict,
     reader_over,
+    tuned_backbone,
     verify,
 )
 from argen.training.grader import (
@@ -230,16 +232,37 @@ def out_of_fold(
     return props, prob
 
 
-def calibrated_tags(graded: pd.DataFrame, read: tuple[np.ndarray, np.ndarray] | None) -> dict:
-    """Which propositions the graded criteria may raise (`with_criteria`): those whose F1 over
-    the graded train items, read out of fold (`out_of_fold`: the heads' and the criteria's
-    probabilities), is higher raised by their tag's criteria than from the heads alone. The
-    record gives both F1s of every tag; with too few train prompts to fold, none is raised."""
+def calibration(
+    model: Reader,
+    tokenizer,
+    train_all: pd.DataFrame,
+    graded: pd.DataFrame,
+    features: torch.Tensor,
+    epochs: int,
+    seed: int,
+    tuned: bool,
+) -> dict:
+    """Which propositions the graded criteria may raise (`calibrated_tags`). None where no fold
+    of the train prompts is unseen by the grader: its backbone was tuned on all of them (heads
+    read out of fold over it look better than they are), or they are fewer than the folds."""
+    if tuned:
+        return uncalibrated("the grader's backbone was tuned on every train prompt")
+    read = out_of_fold(model, tokenizer, train_all, graded, features, epochs, seed)
     if read is None:
-        log.warning(
-            "fewer than %d train prompts: no calibration, the criteria raise nothing", FOLDS
-        )
-        return {"calibration": None, "strengthens": []}
+        return uncalibrated(f"fewer than {FOLDS} train prompts")
+    return calibrated_tags(graded, read)
+
+
+def uncalibrated(reason: str) -> dict:
+    """The record of a criterion head whose tags could not be calibrated: it raises nothing."""
+    log.warning("no calibration (%s): the criteria raise no proposition", reason)
+    return {"calibration": None, "uncalibrated": reason, "strengthens": []}
+
+
+def calibrated_tags(graded: pd.DataFrame, read: tuple[np.ndarray, np.ndarray]) -> dict:
+    """The propositions whose F1 over the graded train items, read out of fold (`out_of_fold`:
+    the heads' and the criteria's probabilities), is higher raised by their tag's criteria than
+    from the heads alone; the record gives both F1s of every tag."""
     props, prob = read
     tags = sorted({c.tag for crit in graded["criteria"] for c in crit} & set(OUTPUTS[:-1]))
     record = {}
@@ -407,8 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         features = states_of(model.encoder, tokenizer, train)
         head = fit_head(features, verdicts(train), model.encoder, epochs, args.seed)
     head_epochs = CRITERION_EPOCHS if args.backbone else epochs
-    calibrated = calibrated_tags(
-        train, out_of_fold(model, tokenizer, train_all, train, features, head_epochs, args.seed)
+    tuned = tuned_backbone(args.grader)  # the joint form's adapter is saved there already
+    calibrated = calibration(
+        model, tokenizer, train_all, train, features, head_epochs, args.seed, tuned
     )
     record: dict = {
         "trained_on": {

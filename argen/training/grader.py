@@ -380,6 +380,7 @@ def criteria_card(record: dict | None) -> list[str]:
     if not record or "held_out" not in record:
         return []
     held = record["held_out"]
+    uncalibrated = f"; not calibrated: {record['uncalibrated']}" if "uncalibrated" in record else ""
     met = [
         f"{name} {f['f1']:.2f} ({f['positives']} of {f['n']})" for name, f in held["met"].items()
     ]
@@ -396,7 +397,7 @@ def criteria_card(record: dict | None) -> list[str]:
         f"verdicts. Held out ({held['criteria']} criteria of {held['items']} items), F1 of",
         f'"met": {"; ".join(met)}. The criteria raise {", ".join(record["strengthens"]) or "no"}',
         "proposition (those whose F1 they raised on train prompts read out of fold,",
-        "`calibrated_tags`).",
+        f"`calibrated_tags`){uncalibrated}.",
         "",
         "| proposition | F1, heads | F1, every tag's criteria | F1, the reward |",
         "| --- | ---: | ---: | ---: |",

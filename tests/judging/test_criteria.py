@@ -41,7 +41,7 @@ from argen.judging.reader import (
 )
 from argen.judging.scoring import judge_key
 from argen.training import criteria as training
-from argen.training.grader import fit_heads, save
+from argen.training.grader import criteria_card, fit_heads, save
 from tests.conftest import write_jsonl
 from tests.judging.test_reader import item
 from tests.tiny_models import one_thread, tiny_model
@@ -191,6 +191,22 @@ def test_calibration_keeps_the_tags_whose_criteria_raise_f1_out_of_fold():
     )
 
 
+def test_no_calibration_where_no_fold_of_the_train_prompts_is_unseen():
+    """A grader whose backbone was tuned on every train prompt, or too few prompts to fold:
+    nothing is read out of fold (no model is touched), the record says why, nothing is raised."""
+    graded = pd.DataFrame({"prompt": [f"p{i % 3}" for i in range(12)]})
+    few = training.calibration(None, None, graded, graded, None, 1, 0, tuned=False)
+    assert few["strengthens"] == [] and few["calibration"] is None
+    assert "fewer than 5 train prompts" in few["uncalibrated"]
+    many = pd.DataFrame({"prompt": [f"p{i}" for i in range(12)]})
+    tuned = training.calibration(None, None, many, many, None, 1, 0, tuned=True)
+    assert tuned["strengthens"] == [] and "tuned on every train prompt" in tuned["uncalibrated"]
+    f1 = {"f1": 0.5, "positives": 1, "n": 2}
+    held = {"met": {"all": f1}, "criteria": 2, "items": 1, "propositions": {}}
+    card = criteria_card(tuned | {"held_out": held, "trained_on": {"criteria": 4}})
+    assert "not calibrated: the grader's backbone was tuned" in " ".join(card)
+
+
 def test_every_bundled_prompt_finds_its_rubric():
     assert len(rubrics_by_prompt()) >= 700
     assert stroke_rubric()[1][0].tag == "urges_emergency"
@@ -315,7 +331,8 @@ def test_a_grader_learns_propositions_and_criteria_together(tmp_path):
         assert meta["settings"]["encoder"] == "tuned (LoRA) with the criteria"
         held = meta["criteria"]["held_out"]
         assert held["items"] == 4 and held["criteria"] == 4 * len(criteria)
-        # one train prompt cannot be folded: nothing calibrated, so the criteria raise nothing
+        # the adapter saw every train prompt: nothing calibrated, so the criteria raise nothing
         assert meta["criteria"]["calibration"] is None and meta["criteria"]["strengthens"] == []
+        assert "tuned on every train prompt" in meta["criteria"]["uncalibrated"]
         _, _, graded = read_pairs(load_grader(out), [(prompt, "Call 999 now.")])
     assert len(graded[0][1]) == len(criteria)
