@@ -28,12 +28,11 @@ from argen.judging.base import JudgeItem, score_items
 from argen.judging.propositions import QUALITIES
 from argen.judging.rubric import DIMENSIONS
 from argen.judging.scoring import make_backend
+from argen.training.criteria import FOLDS, prompt_folds
 from argen.training.grader import held_out_split
 from benchmarks.twin_pairs import judge_overrides
 
 log = logging.getLogger("reward_weights")
-
-FOLDS = 5
 
 
 def ranked_pairs(frame: pd.DataFrame) -> np.ndarray:
@@ -66,18 +65,11 @@ def best_weights(dims: np.ndarray, pairs: np.ndarray, grid: np.ndarray) -> np.nd
     return grid[int(np.argmax(wins))]
 
 
-def prompt_folds(prompts: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Each answer's fold, the same for every answer to one prompt."""
-    unique = np.random.default_rng(seed).permutation(np.unique(prompts))
-    fold = {p: i % FOLDS for i, p in enumerate(unique)}
-    return np.array([fold[p] for p in prompts])
-
-
 def out_of_fold_wins(
     dims: np.ndarray, prompts: np.ndarray, pairs: np.ndarray, grid: np.ndarray
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Each pair's win under the weights chosen on the other folds' prompts, and those weights."""
-    fold = prompt_folds(prompts)[pairs[:, 0]]
+    fold = prompt_folds(pd.Series(prompts), seed=0)[pairs[:, 0]]
     wins = np.zeros(len(pairs))
     chosen = []
     for k in range(FOLDS):

@@ -202,13 +202,11 @@ def out_of_fold(
     features: torch.Tensor,
     epochs: int,
     seed: int,
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray]:
     """The proposition heads' and the criterion head's probabilities for every graded train
     item (`features` its criteria's states), each from heads trained, over the grader's
     backbone, on the items of the other folds' prompts: what the reward's heads would say of a
-    prompt they never saw. None where the train items have fewer prompts than folds."""
-    if train_all["prompt"].nunique() < FOLDS:
-        return None
+    prompt they never saw (`no_unseen_fold` says where there is no such prompt)."""
     on = model.center.device
     pairs = pooled_features(model, tokenizer, train_all).to(on)
     row = pd.Series(np.arange(len(train_all)), index=train_all["item"])[graded["item"]].to_numpy()
@@ -232,25 +230,15 @@ def out_of_fold(
     return props, prob
 
 
-def calibration(
-    model: Reader,
-    tokenizer,
-    train_all: pd.DataFrame,
-    graded: pd.DataFrame,
-    features: torch.Tensor,
-    epochs: int,
-    seed: int,
-    tuned: bool,
-) -> dict:
-    """Which propositions the graded criteria may raise (`calibrated_tags`). None where no fold
-    of the train prompts is unseen by the grader: its backbone was tuned on all of them (heads
-    read out of fold over it look better than they are), or they are fewer than the folds."""
+def no_unseen_fold(train_all: pd.DataFrame, tuned: bool) -> str | None:
+    """Why no fold of the train prompts is unseen by the grader, so that nothing can be read
+    out of fold (None where one is): its backbone was tuned on all of them (heads read out of
+    fold over it look better than they are), or they are fewer than the folds."""
     if tuned:
-        return uncalibrated("the grader's backbone was tuned on every train prompt")
-    read = out_of_fold(model, tokenizer, train_all, graded, features, epochs, seed)
-    if read is None:
-        return uncalibrated(f"fewer than {FOLDS} train prompts")
-    return calibrated_tags(graded, read)
+        return "the grader's backbone was tuned on every train prompt"
+    if train_all["prompt"].nunique() < FOLDS:
+        return f"fewer than {FOLDS} train prompts"
+    return None
 
 
 def uncalibrated(reason: str) -> dict:
@@ -430,9 +418,14 @@ def main(argv: list[str] | None = None) -> int:
         features = states_of(model.encoder, tokenizer, train)
         head = fit_head(features, verdicts(train), model.encoder, epochs, args.seed)
     head_epochs = CRITERION_EPOCHS if args.backbone else epochs
-    tuned = tuned_backbone(args.grader)  # the joint form's adapter is saved there already
-    calibrated = calibration(
-        model, tokenizer, train_all, train, features, head_epochs, args.seed, tuned
+    # the joint form's adapter is saved in the grader's folder already
+    reason = no_unseen_fold(train_all, tuned_backbone(args.grader))
+    calibrated = (
+        uncalibrated(reason)
+        if reason
+        else calibrated_tags(
+            train, out_of_fold(model, tokenizer, train_all, train, features, head_epochs, args.seed)
+        )
     )
     record: dict = {
         "trained_on": {

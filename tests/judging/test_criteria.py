@@ -195,11 +195,12 @@ def test_no_calibration_where_no_fold_of_the_train_prompts_is_unseen():
     """A grader whose backbone was tuned on every train prompt, or too few prompts to fold:
     nothing is read out of fold (no model is touched), the record says why, nothing is raised."""
     graded = pd.DataFrame({"prompt": [f"p{i % 3}" for i in range(12)]})
-    few = training.calibration(None, None, graded, graded, None, 1, 0, tuned=False)
+    few = training.uncalibrated(training.no_unseen_fold(graded, tuned=False))
     assert few["strengthens"] == [] and few["calibration"] is None
     assert "fewer than 5 train prompts" in few["uncalibrated"]
     many = pd.DataFrame({"prompt": [f"p{i}" for i in range(12)]})
-    tuned = training.calibration(None, None, many, many, None, 1, 0, tuned=True)
+    assert training.no_unseen_fold(many, tuned=False) is None
+    tuned = training.uncalibrated(training.no_unseen_fold(many, tuned=True))
     assert tuned["strengthens"] == [] and "tuned on every train prompt" in tuned["uncalibrated"]
     f1 = {"f1": 0.5, "positives": 1, "n": 2}
     held = {"met": {"all": f1}, "criteria": 2, "items": 1, "propositions": {}}
