@@ -108,8 +108,10 @@ def weights_table(spec: str, frame: pd.DataFrame, step: float) -> pd.DataFrame:
     """One row per weighting: its weights and the share of ranked pairs it wins."""
     judge = load_config("default", judge_overrides(spec)).judge
     recipe = np.array([getattr(judge.weights, d) for d in DIMENSIONS])
-    dims = judge_dimensions(judge, frame)
     pairs = ranked_pairs(frame)
+    if not len(pairs):
+        raise SystemExit("no two labelled answers to one prompt differ in quality: nothing to rank")
+    dims = judge_dimensions(judge, frame)
     prompts = frame["prompt"].to_numpy()
     owner = prompts[pairs[:, 0]]
     grid = simplex(step)

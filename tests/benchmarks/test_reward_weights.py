@@ -69,3 +69,18 @@ def test_a_real_judge_gets_a_row_per_weighting():
         "chosen on every item",
     ]
     assert table.loc[0, "weights"] == "0.30/0.40/0.30"
+
+
+def test_answers_with_nothing_to_rank_are_refused_before_any_judging():
+    frame = pd.DataFrame(
+        {
+            "item": ["a", "b"],
+            "prompt": ["p", "q"],
+            "response": ["x", "y"],
+            "tier": ["C", "C"],
+            "scope": ["S0", "S0"],
+            "quality": ["good", "bad"],
+        }
+    )
+    with pytest.raises(SystemExit, match="nothing to rank"):
+        rw.weights_table("local", frame, 0.5)
